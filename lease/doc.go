@@ -1,0 +1,53 @@
+// Package lease defines qd's queue: its domain types, the Provider interface
+// every backend implements, the errors callers branch on, and Open, which
+// picks a backend by URL scheme alone.
+//
+// # Model
+//
+// A lane is a named stream of work with a limit (max_running, default 1) that
+// may be paused. A task is one work item in a lane, for one agent, with a JSON
+// payload, a priority (lower runs first), a run_after time, an attempt counter
+// and a state: queued, running, done, failed or cancelled. A run is one
+// attempt at a task, held by an owner under a lease: it is live while its
+// state is running and its lease has not expired. A heartbeat extends the
+// lease. Settling a run ends it as completed, failed, abandoned or cancelled.
+//
+// Only the provider's clock decides leases (for package pg, the database's
+// clock_timestamp()); no host clock is ever compared with a lease. A lease
+// that has expired is lost even before anyone reaps it.
+//
+// # Invariants
+//
+// Every provider keeps these seven, each checked by a subtest of
+// leasetest.Run:
+//
+//  1. Atomic claim: a claim commits all its effects (task running, attempt
+//     counted, run inserted) or none. Checked by Claim/Atomic.
+//  2. Exclusive lease: a task has at most one live run at any instant.
+//     Checked by Claim/ExclusiveUnderRace.
+//  3. Lane bound: live runs in a lane never exceed its limit, under any
+//     number of concurrent claimers. Checked by Claim/LaneBoundUnderRace.
+//  4. Empty is not an error: no eligible task gives ErrNoWork and changes no
+//     task. Checked by Claim/EmptyIsNotAnError.
+//  5. Expiry is reaped: once a lease has expired, the next claim that covers
+//     its lane abandons that run, writes its silence into the summary, and
+//     makes the task claimable again (or failed when out of attempts).
+//     Checked by Reap/ExpiredLease.
+//  6. Fencing: heartbeat, complete, fail or abandon from a run that is no
+//     longer live is refused with ErrLeaseLost and changes nothing.
+//     Checked by Fencing/StaleRun.
+//  7. Order: among eligible tasks a claim takes the lowest priority number,
+//     then the oldest run_after, then the lowest id; tasks whose run_after
+//     is in the future are not eligible. Checked by Claim/Order.
+//
+// # Failure handling
+//
+// A failed attempt with attempts left goes back to queued after Backoff; with
+// none left the task is failed. An abandoned run (signal, timeout, lost
+// lease, shutdown, reap) makes its task claimable at once, or failed when out
+// of attempts, unless the settlement refunds the attempt. Settling a run
+// again with the outcome it already has succeeds, so a client that lost the
+// reply to its commit can retry. A cancelled running task is marked; its
+// holder learns it from the next heartbeat and settles the run as cancelled,
+// and a reaped run of a cancelled task leaves the task cancelled.
+package lease

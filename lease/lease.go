@@ -1,0 +1,391 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"time"
+)
+
+// Errors callers branch on. Providers wrap them with the task or run id, so
+// compare with errors.Is.
+var (
+	// ErrNoWork: no eligible task could be claimed. Not a failure.
+	ErrNoWork = errors.New("nothing to claim")
+	// ErrLeaseLost: the run is no longer live (expired, reaped, settled
+	// with another outcome, or cancelled); the write changed nothing.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotFound: no task, run or lane with that id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the task is in a state that does not allow the request
+	// (retry of a queued task, cancel of a finished one).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the request itself is malformed (bad lane name, payload
+	// that is not JSON or too large, non-positive lease).
+	ErrInvalid = errors.New("invalid request")
+)
+
+// TaskState is the state of a task.
+type TaskState string
+
+// Task states.
+const (
+	TaskQueued    TaskState = "queued"
+	TaskRunning   TaskState = "running"
+	TaskDone      TaskState = "done"
+	TaskFailed    TaskState = "failed"
+	TaskCancelled TaskState = "cancelled"
+)
+
+// Finished reports whether the task has reached a final state.
+func (s TaskState) Finished() bool {
+	return s == TaskDone || s == TaskFailed || s == TaskCancelled
+}
+
+// RunState is the state (outcome) of a run.
+type RunState string
+
+// Run states.
+const (
+	RunRunning   RunState = "running"
+	RunCompleted RunState = "completed"
+	RunFailed    RunState = "failed"
+	RunAbandoned RunState = "abandoned"
+	RunCancelled RunState = "cancelled"
+)
+
+// Limits and defaults shared by every provider.
+const (
+	// MaxPayloadBytes caps the JSON text of a payload.
+	MaxPayloadBytes = 1 << 20
+	// DefaultMaxAttempts applies when an enqueue leaves MaxAttempts at 0.
+	DefaultMaxAttempts = 3
+	// DefaultLease applies when a claim or heartbeat leaves Lease at 0.
+	DefaultLease = 5 * time.Minute
+	// DefaultBackoffBase is the first retry delay after a failed attempt.
+	DefaultBackoffBase = 10 * time.Second
+	// MaxBackoff caps the retry delay.
+	MaxBackoff = time.Hour
+	// DefaultLane is used by an enqueue that names no lane.
+	DefaultLane = "default"
+)
+
+var lanePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// LanePattern is the documented pattern for lane and agent names.
+const LanePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+// ValidName reports whether s may name a lane or an agent.
+func ValidName(s string) bool { return lanePattern.MatchString(s) }
+
+// Lane is a named stream of work with a concurrency limit.
+type Lane struct {
+	Name       string
+	MaxRunning int
+	Paused     bool
+	// Filled by listings.
+	Running      int
+	Queued       int
+	OldestQueued time.Time // zero when nothing is queued
+}
+
+// Task is one work item.
+type Task struct {
+	ID              int64
+	Lane            string
+	Agent           string
+	Payload         json.RawMessage // byte-exact as enqueued
+	Priority        int
+	RunAfter        time.Time
+	Attempts        int
+	MaxAttempts     int
+	State           TaskState
+	DedupeKey       string
+	CancelRequested bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      time.Time // zero until finished
+}
+
+// Run is one attempt at a task.
+type Run struct {
+	ID              int64
+	TaskID          int64
+	Lane            string
+	Agent           string
+	Attempt         int
+	Owner           string
+	Instance        string
+	State           RunState
+	PID             int
+	StartedAt       time.Time
+	LastHeartbeatAt time.Time
+	LeaseExpiresAt  time.Time
+	LastOutputAt    time.Time // zero when unknown
+	FinishedAt      time.Time // zero while running
+	ExitCode        *int
+	Signal          string
+	Summary         string
+	OutputTail      string
+	CancelRequested bool
+	// Computed by the provider from its clock at read time, for live runs.
+	SilentSeconds float64
+	LeaseLeft     time.Duration
+}
+
+// Lease is what a successful claim hands out.
+type Lease struct {
+	TaskID         int64
+	RunID          int64
+	Lane           string
+	Agent          string
+	Attempt        int
+	MaxAttempts    int
+	Priority       int
+	Payload        json.RawMessage
+	LeaseExpiresAt time.Time
+	Owner          string
+}
+
+// EnqueueParams describes a new task.
+type EnqueueParams struct {
+	Lane        string // DefaultLane when empty
+	Agent       string
+	Payload     json.RawMessage // "{}" when empty
+	Priority    int             // lower runs first
+	RunAfter    time.Time       // zero: now
+	Delay       time.Duration   // added to the provider's clock when RunAfter is zero
+	MaxAttempts int             // DefaultMaxAttempts when zero
+	DedupeKey   string
+}
+
+// ClaimParams selects what a claim may take and who holds it.
+type ClaimParams struct {
+	Lanes    []string // empty: any lane
+	Agent    string   // empty: any agent
+	Owner    string
+	Instance string        // identifies one process of Owner
+	Lease    time.Duration // DefaultLease when zero
+}
+
+// Beat is one heartbeat request.
+type Beat struct {
+	RunID        int64
+	Lease        time.Duration // DefaultLease when zero
+	PID          int           // recorded when non-zero
+	LastOutputAt time.Time     // recorded when non-zero
+}
+
+// BeatResult answers one heartbeat.
+type BeatResult struct {
+	RunID           int64
+	LeaseExpiresAt  time.Time
+	CancelRequested bool
+	Err             error // ErrLeaseLost when the run is no longer live
+}
+
+// Settlement ends a run.
+type Settlement struct {
+	RunID   int64
+	Outcome RunState // RunCompleted, RunFailed, RunAbandoned or RunCancelled
+	Summary string
+	// ExitCode and Signal record how a child ended, when one did.
+	ExitCode   *int
+	Signal     string
+	OutputTail string
+	// RetryIn delays the next attempt after RunFailed. Zero: the
+	// exponential backoff of Backoff with DefaultBackoffBase.
+	RetryIn time.Duration
+	// Refund gives back the attempt of an abandoned run (graceful shutdown),
+	// so it does not count toward MaxAttempts.
+	Refund bool
+}
+
+// LaneUpdate changes a lane, creating it when missing. Nil fields stay.
+type LaneUpdate struct {
+	Name       string
+	MaxRunning *int
+	Paused     *bool
+}
+
+// TaskFilter narrows a task listing. Zero fields match everything.
+type TaskFilter struct {
+	Lane  string
+	Agent string
+	State TaskState
+	Limit int
+}
+
+// RunFilter narrows a run listing. Zero fields match everything.
+type RunFilter struct {
+	TaskID int64
+	Lane   string
+	State  RunState
+	Owner  string
+	Limit  int
+}
+
+// PruneResult says what a prune removed (or would remove).
+type PruneResult struct {
+	Tasks  int64
+	Runs   int64
+	RunIDs []int64
+}
+
+// Provider is a queue backend. Every method is safe for concurrent use by
+// many goroutines and processes.
+type Provider interface {
+	// Enqueue adds a task and returns its id. When DedupeKey equals that of
+	// a task not yet finished, it returns that task's id and existed=true
+	// and writes nothing. Returns ErrInvalid for a bad lane, agent or payload.
+	Enqueue(ctx context.Context, p EnqueueParams) (id int64, existed bool, err error)
+
+	// Claim takes the best eligible task in one atomic transaction: reap
+	// the expired leases of the lanes it covers, respect lane limits and
+	// pauses, bump the attempt counter and insert the run. Returns
+	// ErrNoWork when nothing is eligible.
+	Claim(ctx context.Context, p ClaimParams) (*Lease, error)
+
+	// ClaimMany claims up to n tasks in one transaction, never taking a
+	// lane past its limit. Returns an empty slice and nil when nothing is
+	// eligible.
+	ClaimMany(ctx context.Context, p ClaimParams, n int) ([]*Lease, error)
+
+	// Heartbeat extends the leases of live runs. Each result carries its
+	// own ErrLeaseLost; the error return is for the call as a whole.
+	Heartbeat(ctx context.Context, beats ...Beat) ([]BeatResult, error)
+
+	// Settle ends runs. Each is fenced on its own: a run that is no longer
+	// live gets ErrLeaseLost, unless it already has the same outcome, in
+	// which case settling again succeeds and changes nothing.
+	Settle(ctx context.Context, s ...Settlement) ([]error, error)
+
+	// Cancel cancels a queued task at once, or marks a running one so its
+	// holder stops it. Returns the task's state after the call; ErrConflict
+	// when it is already done or failed; ErrNotFound for an unknown id.
+	Cancel(ctx context.Context, taskID int64) (TaskState, error)
+
+	// Retry queues a failed or cancelled task again with fresh attempts.
+	// ErrConflict for any other state.
+	Retry(ctx context.Context, taskID int64) error
+
+	// AbandonOwner abandons every running run of owner whose instance is
+	// not keepInstance, at once. Returns the runs abandoned.
+	AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error)
+
+	// SetLane creates or changes a lane. ErrInvalid for a bad name or limit.
+	SetLane(ctx context.Context, u LaneUpdate) (Lane, error)
+	// Lanes lists every lane with its running and queued counts.
+	Lanes(ctx context.Context) ([]Lane, error)
+
+	Task(ctx context.Context, id int64) (Task, error)
+	Run(ctx context.Context, id int64) (Run, error)
+	Tasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	// Runs lists runs newest first; with TaskID set, in attempt order.
+	Runs(ctx context.Context, f RunFilter) ([]Run, error)
+
+	// Prune deletes finished tasks (and their runs) that finished more than
+	// olderThan ago. With dryRun it only counts.
+	Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (PruneResult, error)
+
+	// PeriodicTick records that the periodic schedule name fired at tick
+	// and enqueues p, exactly once per tick across all callers. It returns
+	// false when the tick (or a later one) was already recorded.
+	PeriodicTick(ctx context.Context, name string, tick time.Time, p EnqueueParams) (bool, error)
+	// PeriodicLast returns the last recorded tick of name (zero if none).
+	PeriodicLast(ctx context.Context, name string) (time.Time, error)
+
+	// Ping checks that the backend answers.
+	Ping(ctx context.Context) error
+	Close()
+}
+
+// Backoff returns the delay before attempt+1 after attempt failed: base
+// doubled per attempt, capped at MaxBackoff, with ±20% jitter.
+func Backoff(base time.Duration, attempt int) time.Duration {
+	if base <= 0 {
+		base = DefaultBackoffBase
+	}
+	d := base
+	for i := 1; i < attempt && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, MaxBackoff)
+	jitter := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
+	return d + jitter
+}
+
+// ValidateEnqueue checks p and fills its defaults. Providers call it first.
+func ValidateEnqueue(p *EnqueueParams) error {
+	if p.Lane == "" {
+		p.Lane = DefaultLane
+	}
+	if !ValidName(p.Lane) {
+		return fmt.Errorf("%w: lane %q does not match %s", ErrInvalid, p.Lane, LanePattern)
+	}
+	if !ValidName(p.Agent) {
+		return fmt.Errorf("%w: agent %q does not match %s", ErrInvalid, p.Agent, LanePattern)
+	}
+	if len(p.Payload) == 0 {
+		p.Payload = json.RawMessage("{}")
+	}
+	if len(p.Payload) > MaxPayloadBytes {
+		return fmt.Errorf("%w: payload is %d bytes, more than the %d-byte limit", ErrInvalid, len(p.Payload), MaxPayloadBytes)
+	}
+	if !json.Valid(p.Payload) {
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MaxAttempts < 0 {
+		return fmt.Errorf("%w: max attempts %d is negative", ErrInvalid, p.MaxAttempts)
+	}
+	if p.Delay < 0 {
+		return fmt.Errorf("%w: delay %s is negative", ErrInvalid, p.Delay)
+	}
+	return nil
+}
+
+// ValidateClaim checks p and fills its defaults.
+func ValidateClaim(p *ClaimParams) error {
+	if p.Lease == 0 {
+		p.Lease = DefaultLease
+	}
+	if p.Lease < 0 {
+		return fmt.Errorf("%w: lease %s is negative", ErrInvalid, p.Lease)
+	}
+	for _, l := range p.Lanes {
+		if !ValidName(l) {
+			return fmt.Errorf("%w: lane %q does not match %s", ErrInvalid, l, LanePattern)
+		}
+	}
+	if p.Agent != "" && !ValidName(p.Agent) {
+		return fmt.Errorf("%w: agent %q does not match %s", ErrInvalid, p.Agent, LanePattern)
+	}
+	if p.Owner == "" {
+		return fmt.Errorf("%w: claim needs an owner", ErrInvalid)
+	}
+	return nil
+}
+
+// ValidateSettlement checks that s names a settling outcome.
+func ValidateSettlement(s Settlement) error {
+	switch s.Outcome {
+	case RunCompleted, RunFailed, RunAbandoned, RunCancelled:
+	default:
+		return fmt.Errorf("%w: run %d: outcome %q cannot settle a run", ErrInvalid, s.RunID, s.Outcome)
+	}
+	if s.RetryIn < 0 {
+		return fmt.Errorf("%w: run %d: retry delay %s is negative", ErrInvalid, s.RunID, s.RetryIn)
+	}
+	return nil
+}
+
+// SilenceSummary is the summary the reaper writes on an expired run.
+func SilenceSummary(silent time.Duration) string {
+	return fmt.Sprintf("lease expired: silent for %ds", int64(silent.Round(time.Second)/time.Second))
+}

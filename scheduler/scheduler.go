@@ -1,0 +1,359 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/qd-run/qd/lease"
+	"github.com/robfig/cron/v3"
+)
+
+// Queue is what the scheduler needs from a lease.Provider.
+type Queue interface {
+	ClaimMany(ctx context.Context, p lease.ClaimParams, n int) ([]*lease.Lease, error)
+	PeriodicTick(ctx context.Context, name string, tick time.Time, p lease.EnqueueParams) (bool, error)
+	PeriodicLast(ctx context.Context, name string) (time.Time, error)
+}
+
+// Runner starts claimed runs; the supervisor implements it.
+type Runner interface {
+	// Running returns how many runs of agent are alive.
+	Running(agent string) int
+	// Start runs a claimed lease for agent. It owns the lease from then on,
+	// even when it returns an error.
+	Start(agent string, l *lease.Lease) error
+}
+
+// Agent is one agent's schedule and claim parameters.
+type Agent struct {
+	Name     string
+	Schedule cron.Schedule
+	Spec     string // the schedule as written, for status
+	Lanes    []string
+	Parallel int
+	Lease    time.Duration
+}
+
+// Periodic enqueues a task on a schedule.
+type Periodic struct {
+	Name     string
+	Schedule cron.Schedule
+	CatchUp  bool // run one missed tick at start-up
+	Task     lease.EnqueueParams
+}
+
+// Config wires a Scheduler.
+type Config struct {
+	Queue    Queue
+	Runner   Runner
+	Logger   hclog.Logger
+	Owner    string
+	Instance string
+	// Now returns the time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Scheduler fires agent ticks and periodic enqueues.
+type Scheduler struct {
+	cfg    Config
+	logger hclog.Logger
+	now    func() time.Time
+	wake   chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context // Run's, for claims started by Kick
+
+	mu        sync.Mutex
+	agents    map[string]*agentState
+	periodics map[string]*periodicState
+	paused    bool
+}
+
+type agentState struct {
+	Agent
+	next    time.Time
+	busy    bool // a claim for this agent is in flight
+	hot     bool // the last claim filled every free slot: claim again when a run ends
+	removed bool
+}
+
+type periodicState struct {
+	Periodic
+	next time.Time
+	busy bool
+}
+
+// New returns a scheduler with no agents; call Set, then Run.
+func New(cfg Config) *Scheduler {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &Scheduler{
+		cfg:       cfg,
+		logger:    logger,
+		now:       now,
+		wake:      make(chan struct{}, 1),
+		agents:    map[string]*agentState{},
+		periodics: map[string]*periodicState{},
+	}
+}
+
+// Set replaces the agents and periodic schedules. Runs already started are
+// not touched; a removed agent simply gets no more ticks.
+func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
+	now := s.now()
+	s.mu.Lock()
+	old := s.agents
+	s.agents = map[string]*agentState{}
+	for _, a := range agents {
+		st := &agentState{Agent: a, next: Next(a.Schedule, now)}
+		if prev, ok := old[a.Name]; ok {
+			st.busy, st.hot = prev.busy, prev.hot
+			prev.removed = true
+		}
+		s.agents[a.Name] = st
+	}
+	for name, prev := range old {
+		if _, ok := s.agents[name]; !ok {
+			prev.removed = true
+		}
+	}
+	s.periodics = map[string]*periodicState{}
+	for _, p := range periodics {
+		s.periodics[p.Name] = &periodicState{Periodic: p, next: Next(p.Schedule, now)}
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// NextTicks returns each agent's next tick, for status.
+func (s *Scheduler) NextTicks() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]time.Time, len(s.agents))
+	for name, a := range s.agents {
+		m[name] = a.next
+	}
+	return m
+}
+
+// Kick asks for another claim for agent when its last claim found more work
+// than it had room for. The supervisor calls it when a run of agent ends.
+func (s *Scheduler) Kick(agent string) {
+	s.mu.Lock()
+	a := s.agents[agent]
+	if a == nil || !a.hot || a.busy || s.paused || s.ctx == nil {
+		s.mu.Unlock()
+		return
+	}
+	a.busy = true
+	ctx := s.ctx
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go s.claim(ctx, a)
+}
+
+// Run fires ticks until ctx ends, then waits for claims in flight. It
+// catches up missed periodic ticks first.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+	s.catchUp(ctx)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.fire(ctx)
+		timer.Reset(s.untilNext())
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.paused = true
+			s.mu.Unlock()
+			s.wg.Wait()
+			return nil
+		case <-timer.C:
+		case <-s.wake:
+		}
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Scheduler) untilNext() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := time.Time{}
+	for _, a := range s.agents {
+		if !a.next.IsZero() && (next.IsZero() || a.next.Before(next)) {
+			next = a.next
+		}
+	}
+	for _, p := range s.periodics {
+		if !p.next.IsZero() && (next.IsZero() || p.next.Before(next)) {
+			next = p.next
+		}
+	}
+	if next.IsZero() {
+		return time.Hour
+	}
+	return max(next.Sub(s.now()), 0)
+}
+
+// fire starts the work of every tick that is due.
+func (s *Scheduler) fire(ctx context.Context) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.agents {
+		if a.next.IsZero() || a.next.After(now) {
+			continue
+		}
+		a.next = Next(a.Schedule, now)
+		if a.busy {
+			continue
+		}
+		a.busy = true
+		s.wg.Add(1)
+		go s.claim(ctx, a)
+	}
+	for _, p := range s.periodics {
+		if p.next.IsZero() || p.next.After(now) {
+			continue
+		}
+		tick := p.next
+		p.next = Next(p.Schedule, now)
+		if p.busy {
+			continue
+		}
+		p.busy = true
+		s.wg.Add(1)
+		go s.enqueue(ctx, p, tick)
+	}
+}
+
+// claim fills the agent's free slots. A tick that finds the agent full does
+// nothing.
+func (s *Scheduler) claim(ctx context.Context, a *agentState) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		a.busy = false
+		s.mu.Unlock()
+	}()
+	free := a.Parallel - s.cfg.Runner.Running(a.Name)
+	if free <= 0 {
+		return
+	}
+	leases, err := s.cfg.Queue.ClaimMany(ctx, lease.ClaimParams{
+		Lanes:    a.Lanes,
+		Agent:    a.Name,
+		Owner:    s.cfg.Owner,
+		Instance: s.cfg.Instance,
+		Lease:    a.Lease,
+	}, free)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			s.logger.Warn("claim failed; the next tick retries", "agent", a.Name, "error", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	a.hot = len(leases) == free && !a.removed
+	s.mu.Unlock()
+	for _, l := range leases {
+		if err := s.cfg.Runner.Start(a.Name, l); err != nil {
+			s.logger.Error("start run", "agent", a.Name, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
+		}
+	}
+}
+
+func (s *Scheduler) enqueue(ctx context.Context, p *periodicState, tick time.Time) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		p.busy = false
+		s.mu.Unlock()
+	}()
+	s.tick(ctx, p.Periodic, tick)
+}
+
+func (s *Scheduler) tick(ctx context.Context, p Periodic, tick time.Time) {
+	ok, err := s.cfg.Queue.PeriodicTick(ctx, p.Name, tick, p.Task)
+	switch {
+	case err != nil:
+		s.logger.Warn("periodic enqueue failed", "periodic", p.Name, "tick", tick, "error", err)
+	case ok:
+		s.logger.Debug("periodic enqueued", "periodic", p.Name, "tick", tick)
+	}
+}
+
+// catchUp handles ticks missed while no daemon ran: one is enqueued when the
+// periodic asks for it, otherwise they are logged as skipped.
+func (s *Scheduler) catchUp(ctx context.Context) {
+	s.mu.Lock()
+	var ps []Periodic
+	for _, p := range s.periodics {
+		ps = append(ps, p.Periodic)
+	}
+	s.mu.Unlock()
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+	now := s.now()
+	for _, p := range ps {
+		last, err := s.cfg.Queue.PeriodicLast(ctx, p.Name)
+		if err != nil {
+			s.logger.Warn("read last periodic tick", "periodic", p.Name, "error", err)
+			continue
+		}
+		if last.IsZero() {
+			continue
+		}
+		missed, latest := Missed(p.Schedule, last, now)
+		if missed == 0 {
+			continue
+		}
+		if p.CatchUp {
+			s.logger.Info("catching up a missed periodic tick", "periodic", p.Name, "tick", latest, "missed", missed)
+			s.tick(ctx, p, latest)
+			continue
+		}
+		s.logger.Info("skipped periodic ticks missed while no daemon ran", "periodic", p.Name, "missed", missed, "last", last)
+	}
+}
+
+// Next returns the first tick of sched after t. Constant-delay schedules
+// (@every) are aligned to multiples of their interval counted from a fixed
+// origin, so every daemon computes the same ticks whenever it started.
+func Next(sched cron.Schedule, t time.Time) time.Time {
+	if c, ok := sched.(cron.ConstantDelaySchedule); ok && c.Delay > 0 {
+		d := c.Delay
+		return t.Truncate(d).Add(d)
+	}
+	return sched.Next(t)
+}
+
+// Missed counts the ticks after last and at or before now (up to a bound)
+// and returns the latest of them.
+func Missed(sched cron.Schedule, last, now time.Time) (int, time.Time) {
+	n, latest := 0, time.Time{}
+	for t := Next(sched, last); !t.IsZero() && !t.After(now); t = Next(sched, t) {
+		n, latest = n+1, t
+		if n >= 100000 {
+			break
+		}
+	}
+	return n, latest
+}

@@ -1,0 +1,230 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/robfig/cron/v3"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var agentSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "command"}, {Name: "dir"}, {Name: "env"}, {Name: "schedule"},
+		{Name: "lanes"}, {Name: "parallel"}, {Name: "lease"}, {Name: "heartbeat"},
+		{Name: "timeout"}, {Name: "stall_timeout"}, {Name: "kill_grace"},
+		{Name: "retry_backoff"}, {Name: "max_attempts"},
+	},
+}
+
+// agents decodes the agent blocks, sorted by name.
+func (d *decoder) agents(blocks hcl.Blocks) []Agent {
+	var out []Agent
+	bs, dup := d.blocksOf(blocks, "agent")
+	for i, b := range bs {
+		if a := d.agent(b); !dup[i] { // a repeat is checked, then dropped
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (d *decoder) agent(b *hcl.Block) Agent {
+	a := Agent{
+		Name:         b.Labels[0],
+		Parallel:     DefaultParallel,
+		Lease:        DefaultLease,
+		KillGrace:    DefaultKillGrace,
+		RetryBackoff: DefaultRetryBackoff,
+		MaxAttempts:  DefaultMaxAttempts,
+		DeclRange:    b.DefRange,
+	}
+	ctx := fmt.Sprintf("agent %q", a.Name)
+	top := b.DefRange.Start.Line
+	if !lease.ValidName(a.Name) {
+		d.at(top, ctx, "name does not match %s", lease.LanePattern)
+	}
+	content, diags := b.Body.Content(agentSchema)
+	d.diags(diags)
+	attrs := content.Attributes
+
+	if d.str(attrs, "dir", &a.Dir) {
+		a.Dir = d.abs(a.Dir)
+		d.checkDir(line(attrs["dir"]), ctx, a.Dir)
+	}
+	d.env(attrs, ctx, &a)
+	d.command(attrs, ctx, top, &a)
+	a.Schedule, a.Sched = d.schedule(attrs, ctx, top)
+	if d.decode(attrs, "lanes", &a.Lanes) {
+		for _, l := range a.Lanes {
+			if !lease.ValidName(l) {
+				d.at(line(attrs["lanes"]), ctx, "lane %q does not match %s", l, lease.LanePattern)
+			}
+		}
+	}
+	if d.decode(attrs, "parallel", &a.Parallel) && a.Parallel < 1 {
+		d.at(line(attrs["parallel"]), ctx, "parallel must be at least 1, got %d", a.Parallel)
+	}
+	if d.decode(attrs, "max_attempts", &a.MaxAttempts) && a.MaxAttempts < 1 {
+		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", a.MaxAttempts)
+	}
+	d.timing(attrs, ctx, &a)
+	return a
+}
+
+// timing decodes the durations of an agent and checks how they relate.
+func (d *decoder) timing(attrs hcl.Attributes, ctx string, a *Agent) {
+	leaseOK := d.dur(attrs, "lease", ctx, &a.Lease) || attrs["lease"] == nil
+	a.Heartbeat = a.Lease / 3
+	if d.dur(attrs, "heartbeat", ctx, &a.Heartbeat) && leaseOK && a.Heartbeat >= a.Lease/2 {
+		d.at(line(attrs["heartbeat"]), ctx, "heartbeat %s must be less than half the lease (%s), so that one late heartbeat does not lose the lease", a.Heartbeat, a.Lease)
+	}
+	d.dur(attrs, "timeout", ctx, &a.Timeout)
+	d.dur(attrs, "stall_timeout", ctx, &a.StallTimeout)
+	d.dur(attrs, "kill_grace", ctx, &a.KillGrace)
+	d.dur(attrs, "retry_backoff", ctx, &a.RetryBackoff)
+}
+
+// schedule decodes and parses a required schedule attribute.
+func (d *decoder) schedule(attrs hcl.Attributes, ctx string, top int) (string, cron.Schedule) {
+	var spec string
+	if _, ok := attrs["schedule"]; !ok {
+		d.at(top, ctx, "schedule is required (a cron expression such as \"*/5 * * * *\", or \"@every 30s\")")
+		return "", nil
+	}
+	if !d.str(attrs, "schedule", &spec) {
+		return "", nil
+	}
+	sched, err := ParseSchedule(spec)
+	if err != nil {
+		d.at(line(attrs["schedule"]), ctx, "%v", err)
+	}
+	return spec, sched
+}
+
+func (d *decoder) checkDir(ln int, ctx, dir string) {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.at(ln, ctx, "dir %s does not exist", dir)
+	case err != nil:
+		d.at(ln, ctx, "dir %s: %v", dir, err)
+	case !fi.IsDir():
+		d.at(ln, ctx, "dir %s is not a directory", dir)
+	}
+}
+
+// command decodes and checks the program of an agent, and replaces it by
+// its absolute path.
+func (d *decoder) command(attrs hcl.Attributes, ctx string, top int, a *Agent) {
+	attr, ok := attrs["command"]
+	if !ok {
+		d.at(top, ctx, "command is required: a list of the program and its arguments, such as [\"/usr/local/bin/build\", \"--fast\"]")
+		return
+	}
+	if !d.decode(attrs, "command", &a.Command) {
+		return
+	}
+	ln := line(attr)
+	if len(a.Command) == 0 || a.Command[0] == "" {
+		d.at(ln, ctx, "command must name a program")
+		return
+	}
+	for _, arg := range a.Command {
+		if strings.ContainsRune(arg, 0) {
+			d.at(ln, ctx, "command argument %q contains a NUL byte", arg)
+			return
+		}
+	}
+	base := d.dir
+	if a.Dir != "" {
+		base = a.Dir
+	}
+	path, err := resolveProgram(a.Command[0], base)
+	if err == nil {
+		err = checkExecutable("program", path)
+	}
+	if err == nil {
+		err = checkShebang(path)
+	}
+	if err != nil {
+		d.at(ln, ctx, "command: %v", err)
+		return
+	}
+	a.Command[0] = path
+}
+
+var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// env decodes an agent's environment and rejects keys that would change
+// how the child is loaded, talk to systemd, or fake qd's own variables.
+func (d *decoder) env(attrs hcl.Attributes, ctx string, a *Agent) {
+	if !d.decode(attrs, "env", &a.Env) {
+		return
+	}
+	ln := line(attrs["env"])
+	d.duplicateKeys(attrs["env"], ctx)
+	keys := make([]string, 0, len(a.Env))
+	for k := range a.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if msg := envKeyProblem(k); msg != "" {
+			d.at(ln, ctx, "env %q: %s", k, msg)
+		}
+		if strings.ContainsRune(a.Env[k], 0) {
+			d.at(ln, ctx, "env %q: the value contains a NUL byte", k)
+		}
+	}
+}
+
+// duplicateKeys reports a key written twice in an object such as env =
+// { A = "1", A = "2" }, which HCL would resolve silently to the last value.
+func (d *decoder) duplicateKeys(attr *hcl.Attribute, ctx string) {
+	obj, ok := attr.Expr.(*hclsyntax.ObjectConsExpr)
+	if !ok {
+		return
+	}
+	seen := map[string]int{}
+	for _, item := range obj.Items {
+		k, diags := item.KeyExpr.Value(nil)
+		if diags.HasErrors() || !k.Type().Equals(cty.String) || !k.IsKnown() || k.IsNull() {
+			continue
+		}
+		ln := item.KeyExpr.Range().Start.Line
+		if prev, ok := seen[k.AsString()]; ok {
+			where := ""
+			if prev != ln {
+				where = fmt.Sprintf(", at lines %d and %d", prev, ln)
+			}
+			d.at(ln, ctx, "%s key %q is set twice%s", attr.Name, k.AsString(), where)
+			continue
+		}
+		seen[k.AsString()] = ln
+	}
+}
+
+func envKeyProblem(k string) string {
+	switch {
+	case !envKeyPattern.MatchString(k):
+		return "not a valid variable name (letters, digits and _, not starting with a digit)"
+	case k == "LD_PRELOAD", k == "LD_LIBRARY_PATH", strings.HasPrefix(k, "DYLD_"):
+		return "may not be set: it changes how the dynamic loader loads the agent"
+	case k == "NOTIFY_SOCKET":
+		return "may not be set: it belongs to systemd and qd"
+	case strings.HasPrefix(k, "QD_"):
+		return "may not be set: QD_ variables are set by qd for each run"
+	}
+	return ""
+}

@@ -1,0 +1,162 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/robfig/cron/v3"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// Defaults of the settings a file may leave out.
+const (
+	DefaultLogLevel      = "info"
+	DefaultLogFormat     = "text"
+	DefaultShutdownGrace = 30 * time.Second
+	DefaultParallel      = 1
+	DefaultLease         = lease.DefaultLease
+	DefaultKillGrace     = 10 * time.Second
+	DefaultRetryBackoff  = lease.DefaultBackoffBase
+	DefaultMaxAttempts   = lease.DefaultMaxAttempts
+	DefaultCatchUp       = CatchUpSkip
+	// MaxSocketPath is the longest unix socket path accepted: the size of
+	// sun_path on macOS and the BSDs (Linux allows 108).
+	MaxSocketPath = 104
+)
+
+// What a periodic schedule does about ticks missed while no daemon ran.
+const (
+	CatchUpSkip = "skip" // log each missed tick and enqueue nothing for it
+	CatchUpOnce = "once" // enqueue one task for all missed ticks together
+)
+
+// Config is a validated configuration. Durations left out of the file hold
+// their defaults; zero means "none" only where a field says so.
+type Config struct {
+	Path          string        // absolute path of the file; "" for Default
+	Database      string        // may be empty: --db or QD_DATABASE_URL then
+	Name          string        // supervisor name; the host name by default
+	Socket        string        // status socket path
+	StateDir      string        // run logs and process records
+	LogLevel      string        // trace, debug, info, warn or error
+	LogFormat     string        // text or json
+	ShutdownGrace time.Duration // how long a stop waits for children
+	Retention     time.Duration // 0: keep finished tasks forever
+	Agents        []Agent       // sorted by name
+	Periodics     []Periodic    // sorted by name
+}
+
+// Agent is one agent "NAME" block: a program the daemon runs for each task
+// of that agent it claims.
+type Agent struct {
+	Name         string
+	Command      []string          // program (absolute path) and arguments
+	Dir          string            // working directory; "" keeps qd's
+	Env          map[string]string // added to the child's environment
+	Schedule     string            // as written
+	Sched        cron.Schedule     // Schedule, parsed
+	Lanes        []string          // empty: any lane
+	Parallel     int               // children at once
+	Lease        time.Duration
+	Heartbeat    time.Duration // less than Lease/2
+	Timeout      time.Duration // 0: none
+	StallTimeout time.Duration // 0: none
+	KillGrace    time.Duration // SIGTERM to SIGKILL
+	RetryBackoff time.Duration // base of the exponential backoff
+	MaxAttempts  int           // for tasks its periodics enqueue
+	DeclRange    hcl.Range     // the block header, for later messages
+}
+
+// Periodic is one periodic "NAME" block: a task enqueued on a schedule.
+type Periodic struct {
+	Name        string
+	Schedule    string
+	Sched       cron.Schedule
+	Agent       string
+	Lane        string
+	Payload     string // JSON text
+	Priority    int
+	CatchUp     string // CatchUpSkip or CatchUpOnce
+	MaxAttempts int
+	DeclRange   hcl.Range
+}
+
+// Pos returns "file:line" of the agent's block.
+func (a *Agent) Pos() string { return pos(a.DeclRange) }
+
+// Pos returns "file:line" of the periodic's block.
+func (p *Periodic) Pos() string { return pos(p.DeclRange) }
+
+func pos(r hcl.Range) string { return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line) }
+
+// Agent returns the agent named name, or nil.
+func (c *Config) Agent(name string) *Agent {
+	for i := range c.Agents {
+		if c.Agents[i].Name == name {
+			return &c.Agents[i]
+		}
+	}
+	return nil
+}
+
+// Default returns the configuration used when there is no file: no agents,
+// and the defaults of the environment qd runs in.
+func Default() *Config {
+	return defaults(os.Getenv, os.Getuid())
+}
+
+func defaults(getenv func(string) string, uid int) *Config {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "qd"
+	}
+	return &Config{
+		Name:          name,
+		Socket:        defaultSocket(getenv, uid),
+		StateDir:      defaultStateDir(getenv, uid),
+		LogLevel:      DefaultLogLevel,
+		LogFormat:     DefaultLogFormat,
+		ShutdownGrace: DefaultShutdownGrace,
+	}
+}
+
+// defaultSocket puts root's socket in /run/qd whether or not the shell has
+// an XDG_RUNTIME_DIR, so that root's qd status finds the system service.
+func defaultSocket(getenv func(string) string, uid int) string {
+	if uid == 0 {
+		return "/run/qd/qd.sock"
+	}
+	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
+		return filepath.Join(dir, "qd", "qd.sock")
+	}
+	if getenv("INVOCATION_ID") != "" {
+		return "/run/qd/qd.sock"
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("qd-%d", uid), "qd.sock")
+}
+
+func defaultStateDir(getenv func(string) string, uid int) string {
+	if dir := getenv("STATE_DIRECTORY"); dir != "" {
+		first, _, _ := strings.Cut(dir, ":") // systemd lists several with ':'
+		return first
+	}
+	if uid == 0 {
+		return "/var/lib/qd"
+	}
+	if dir := getenv("XDG_STATE_HOME"); dir != "" {
+		return filepath.Join(dir, "qd")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	if home == "" {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("qd-%d", uid), "state")
+	}
+	return filepath.Join(home, ".local", "state", "qd")
+}

@@ -1,0 +1,236 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/gocty"
+)
+
+var rootSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "database"}, {Name: "name"}, {Name: "socket"}, {Name: "state_dir"},
+		{Name: "log_level"}, {Name: "log_format"}, {Name: "shutdown_grace"},
+		{Name: "retention"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "agent", LabelNames: []string{"name"}},
+		{Type: "periodic", LabelNames: []string{"name"}},
+	},
+}
+
+// Load reads and parses the config file at path. A missing file gives an
+// error wrapping fs.ErrNotExist.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(src, path)
+}
+
+// Parse decodes and validates src, the contents of the file filename.
+// Relative paths in it are resolved against filename's directory. The
+// error, when there is one, is an *Error listing every problem found.
+func Parse(src []byte, filename string) (*Config, error) {
+	ps := &problems{file: filename}
+	file, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		ps.diags(diags)
+		return nil, ps.err()
+	}
+	content, diags := file.Body.Content(rootSchema)
+	ps.diags(diags)
+
+	abs, err := filepath.Abs(filename)
+	if err != nil {
+		return nil, fmt.Errorf("parse config %s: %w", filename, err)
+	}
+	d := &decoder{problems: ps, dir: filepath.Dir(abs)}
+	c := Default()
+	c.Path = abs
+	d.top(content.Attributes, c)
+	c.Agents = d.agents(content.Blocks)
+	c.Periodics = d.periodics(content.Blocks, c)
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decoder turns attributes into Go values, recording what is wrong.
+type decoder struct {
+	*problems
+	dir string // absolute directory of the file
+}
+
+// top decodes the top-level attributes over the defaults in c.
+func (d *decoder) top(attrs hcl.Attributes, c *Config) {
+	d.str(attrs, "database", &c.Database)
+	d.str(attrs, "name", &c.Name)
+	if a, ok := attrs["name"]; ok && !validSupervisorName(c.Name) {
+		d.at(line(a), "", "name %q must be non-empty, printable and at most 200 bytes", c.Name)
+	}
+	if d.str(attrs, "socket", &c.Socket) {
+		c.Socket = d.abs(c.Socket)
+	}
+	if len(c.Socket) > MaxSocketPath {
+		what := "socket path"
+		if _, ok := attrs["socket"]; !ok {
+			what = "default socket path (set socket to a shorter one)"
+		}
+		d.at(lineOr(attrs, "socket", 1), "", "%s %s is %d bytes, longer than the %d-byte limit of unix socket paths", what, c.Socket, len(c.Socket), MaxSocketPath)
+	}
+	if d.str(attrs, "state_dir", &c.StateDir) {
+		c.StateDir = d.abs(c.StateDir)
+	}
+	d.oneOf(attrs, "log_level", "", &c.LogLevel, "trace", "debug", "info", "warn", "error")
+	d.oneOf(attrs, "log_format", "", &c.LogFormat, "text", "json")
+	d.dur(attrs, "shutdown_grace", "", &c.ShutdownGrace)
+	d.dur(attrs, "retention", "", &c.Retention) // absent: keep forever
+}
+
+// abs resolves a path of the file against the file's directory.
+func (d *decoder) abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(d.dir, p)
+}
+
+// str decodes a string attribute into dst; false when it is absent or bad.
+func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) bool {
+	a, ok := attrs[name]
+	if !ok {
+		return false
+	}
+	var s string
+	if !d.decodeExpr(a.Expr, &s) {
+		return false
+	}
+	*dst = s
+	return true
+}
+
+// decode decodes any other attribute into dst; false when absent or bad.
+func (d *decoder) decode(attrs hcl.Attributes, name string, dst any) bool {
+	a, ok := attrs[name]
+	if !ok {
+		return false
+	}
+	return d.decodeExpr(a.Expr, dst)
+}
+
+// decodeExpr evaluates a constant expression into dst (a pointer to a
+// string, int, []string or map[string]string).
+func (d *decoder) decodeExpr(expr hcl.Expression, dst any) bool {
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		d.diags(diags)
+		return false
+	}
+	r := expr.Range()
+	ty, err := gocty.ImpliedType(dst)
+	if err != nil {
+		panic(fmt.Sprintf("config: cannot decode into %T: %v", dst, err))
+	}
+	if v.IsNull() {
+		d.list = append(d.list, Problem{File: d.file, Line: r.Start.Line, Column: r.Start.Column, Message: "Unsuitable value: the value is null"})
+		return false
+	}
+	if v, err = convert.Convert(v, ty); err == nil {
+		err = gocty.FromCtyValue(v, dst)
+	}
+	if err != nil {
+		d.list = append(d.list, Problem{File: d.file, Line: r.Start.Line, Column: r.Start.Column,
+			Message: fmt.Sprintf("Unsuitable value: %s required: %v", ty.FriendlyName(), err)})
+		return false
+	}
+	return true
+}
+
+// dur decodes a duration string such as "30s" into dst and requires it to
+// be positive. It returns whether dst was set.
+func (d *decoder) dur(attrs hcl.Attributes, name, ctx string, dst *time.Duration) bool {
+	var s string
+	if !d.str(attrs, name, &s) {
+		return false
+	}
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.at(line(attrs[name]), ctx, "%s %q is not a duration: write a number with a unit, such as \"30s\", \"5m\" or \"1h\"", name, s)
+		return false
+	case v <= 0:
+		d.at(line(attrs[name]), ctx, "%s must be positive, got %q", name, s)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// oneOf decodes a string that must be one of allowed (case-insensitive).
+func (d *decoder) oneOf(attrs hcl.Attributes, name, ctx string, dst *string, allowed ...string) {
+	var s string
+	if !d.str(attrs, name, &s) {
+		return
+	}
+	for _, v := range allowed {
+		if strings.EqualFold(s, v) {
+			*dst = v
+			return
+		}
+	}
+	d.at(line(attrs[name]), ctx, "%s %q is not one of %s", name, s, strings.Join(allowed, ", "))
+}
+
+// blocksOf returns the blocks of typ in file order, with whether each
+// repeats the name of an earlier one. A repeat is reported with both lines.
+func (d *decoder) blocksOf(blocks hcl.Blocks, typ string) (hcl.Blocks, []bool) {
+	first := map[string]*hcl.Block{}
+	var out hcl.Blocks
+	var dup []bool
+	for _, b := range blocks {
+		if b.Type != typ {
+			continue
+		}
+		name := b.Labels[0]
+		prev, seen := first[name]
+		if seen {
+			d.at(b.DefRange.Start.Line, "", "%s %q is defined twice, at lines %d and %d", typ, name, prev.DefRange.Start.Line, b.DefRange.Start.Line)
+		} else {
+			first[name] = b
+		}
+		out = append(out, b)
+		dup = append(dup, seen)
+	}
+	return out, dup
+}
+
+func line(a *hcl.Attribute) int { return a.Range.Start.Line }
+
+// lineOr returns the line of attribute name, or def when it is absent.
+func lineOr(attrs hcl.Attributes, name string, def int) int {
+	if a, ok := attrs[name]; ok {
+		return line(a)
+	}
+	return def
+}
+
+func validSupervisorName(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

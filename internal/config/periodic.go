@@ -1,0 +1,115 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var periodicSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "schedule"}, {Name: "agent"}, {Name: "lane"}, {Name: "payload"},
+		{Name: "priority"}, {Name: "catch_up"}, {Name: "max_attempts"},
+	},
+}
+
+// periodics decodes the periodic blocks, sorted by name. c holds the agents
+// already decoded.
+func (d *decoder) periodics(blocks hcl.Blocks, c *Config) []Periodic {
+	var out []Periodic
+	bs, dup := d.blocksOf(blocks, "periodic")
+	for i, b := range bs {
+		if p := d.periodic(b, c); !dup[i] {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
+	p := Periodic{
+		Name:      b.Labels[0],
+		Lane:      lease.DefaultLane,
+		Payload:   "{}",
+		CatchUp:   DefaultCatchUp,
+		DeclRange: b.DefRange,
+	}
+	ctx := fmt.Sprintf("periodic %q", p.Name)
+	top := b.DefRange.Start.Line
+	if !lease.ValidName(p.Name) {
+		d.at(top, ctx, "name does not match %s", lease.LanePattern)
+	}
+	content, diags := b.Body.Content(periodicSchema)
+	d.diags(diags)
+	attrs := content.Attributes
+
+	p.Schedule, p.Sched = d.schedule(attrs, ctx, top)
+	agent := d.periodicAgent(attrs, ctx, top, c, &p)
+	if _, ok := attrs["lane"]; !ok || d.str(attrs, "lane", &p.Lane) {
+		d.checkLane(lineOr(attrs, "lane", top), ctx, p.Lane, agent)
+	}
+	if d.str(attrs, "payload", &p.Payload) {
+		d.checkPayload(line(attrs["payload"]), ctx, p.Payload)
+	}
+	d.decode(attrs, "priority", &p.Priority)
+	d.oneOf(attrs, "catch_up", ctx, &p.CatchUp, CatchUpSkip, CatchUpOnce)
+	p.MaxAttempts = DefaultMaxAttempts
+	if agent != nil {
+		p.MaxAttempts = agent.MaxAttempts
+	}
+	if d.decode(attrs, "max_attempts", &p.MaxAttempts) && p.MaxAttempts < 1 {
+		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", p.MaxAttempts)
+	}
+	return p
+}
+
+// periodicAgent decodes the required agent attribute and returns the agent
+// it names, or nil.
+func (d *decoder) periodicAgent(attrs hcl.Attributes, ctx string, top int, c *Config, p *Periodic) *Agent {
+	if _, ok := attrs["agent"]; !ok {
+		d.at(top, ctx, "agent is required: the name of an agent block that runs the tasks")
+		return nil
+	}
+	if !d.str(attrs, "agent", &p.Agent) {
+		return nil
+	}
+	a := c.Agent(p.Agent)
+	if a == nil {
+		d.at(line(attrs["agent"]), ctx, "agent %q is not defined in this file", p.Agent)
+	}
+	return a
+}
+
+// checkLane requires a valid lane that the agent serves, when it names its
+// lanes.
+func (d *decoder) checkLane(ln int, ctx, lane string, a *Agent) {
+	if !lease.ValidName(lane) {
+		d.at(ln, ctx, "lane %q does not match %s", lane, lease.LanePattern)
+		return
+	}
+	if a == nil || len(a.Lanes) == 0 {
+		return
+	}
+	for _, l := range a.Lanes {
+		if l == lane {
+			return
+		}
+	}
+	d.at(ln, ctx, "lane %q is not among the lanes of agent %q (%v), so its tasks would never run", lane, a.Name, a.Lanes)
+}
+
+func (d *decoder) checkPayload(ln int, ctx, payload string) {
+	if len(payload) > lease.MaxPayloadBytes {
+		d.at(ln, ctx, "payload is %d bytes, more than the %d-byte limit", len(payload), lease.MaxPayloadBytes)
+		return
+	}
+	var v any
+	if err := json.Unmarshal([]byte(payload), &v); err != nil {
+		d.at(ln, ctx, "payload is not valid JSON: %v", err)
+	}
+}

@@ -1,0 +1,502 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// testLogger writes the server's log lines to the test's log.
+func testLogger(tb testing.TB) hclog.Logger {
+	tb.Helper()
+	return hclog.New(&hclog.LoggerOptions{Name: tb.Name(), Output: tlogWriter{tb}, Level: hclog.Debug})
+}
+
+type tlogWriter struct{ tb testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func fixedSnapshot(name string) SnapshotFunc {
+	return func(context.Context) Snapshot {
+		return Snapshot{Supervisor: name, Version: "test", PID: os.Getpid()}
+	}
+}
+
+// MustListen listens at path and serves until the test ends, then checks
+// that Serve returned nil.
+func MustListen(tb testing.TB, path string, snap SnapshotFunc) *Server {
+	tb.Helper()
+	s, err := Listen(path, snap, testLogger(tb))
+	if err != nil {
+		tb.Fatalf("Listen(%s): %v", path, err)
+	}
+	MustServe(tb, s)
+	return s
+}
+
+// MustServe runs s.Serve in a goroutine and, at cleanup, shuts s down and
+// checks Serve returned nil.
+func MustServe(tb testing.TB, s *Server) {
+	tb.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			tb.Errorf("Shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+}
+
+func MustFetch(tb testing.TB, path string) *Snapshot {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	snap, err := Fetch(ctx, path)
+	if err != nil {
+		tb.Fatalf("Fetch(%s): %v", path, err)
+	}
+	return snap
+}
+
+// socketPath returns a path in a fresh temporary directory; the test
+// binary's temporary directories are short enough for sun_path.
+func socketPath(tb testing.TB) string {
+	tb.Helper()
+	return filepath.Join(tb.TempDir(), "qd.sock")
+}
+
+// MustStaleSocket leaves a socket file at path that nobody listens on, as
+// a daemon killed with SIGKILL does.
+func MustStaleSocket(tb testing.TB, path string) {
+	tb.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != fs.ModeSocket {
+		tb.Fatalf("stale socket not left at %s: %v %v", path, fi, err)
+	}
+}
+
+func TestListen_Mode(t *testing.T) {
+	// Ensure nothing in the socket's directory is ever reachable by another
+	// user while Listen runs, even with umask 000, and that a missing
+	// parent directory is created 0700.
+	old := syscall.Umask(0)
+	t.Cleanup(func() { syscall.Umask(old) })
+	parent := filepath.Join(t.TempDir(), "run")
+	path := filepath.Join(parent, "qd.sock")
+
+	var stop atomic.Bool
+	var seen atomic.Int64
+	var wide []string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			wide = append(wide, wideEntries(parent, &seen)...)
+		}
+	}()
+	for range 50 {
+		s, err := Listen(path, fixedSnapshot("a"), hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+
+	if len(wide) > 0 {
+		t.Fatalf("saw %d entries wider than allowed, first: %s", len(wide), wide[0])
+	}
+	if seen.Load() == 0 {
+		t.Fatal("the poller never saw the socket; the test proved nothing")
+	}
+	fi, err := os.Stat(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fi.Mode().Perm(), fs.FileMode(0o700); got != want {
+		t.Fatalf("parent mode = %v, want %v", got, want)
+	}
+	t.Logf("socket observed %d times, never wider than 0600", seen.Load())
+}
+
+// wideEntries lists entries of dir another user could reach: a socket
+// wider than 0600, or a directory wider than 0700 (the private bind
+// directory).
+func wideEntries(dir string, seen *atomic.Int64) []string {
+	entries, _ := os.ReadDir(dir)
+	var wide []string
+	for _, e := range entries {
+		fi, err := os.Lstat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		switch fi.Mode().Type() {
+		case fs.ModeSocket:
+			seen.Add(1)
+			if fi.Mode().Perm()&^0o600 != 0 {
+				wide = append(wide, e.Name()+" "+fi.Mode().String())
+			}
+		case fs.ModeDir:
+			if fi.Mode().Perm()&^0o700 != 0 {
+				wide = append(wide, e.Name()+" "+fi.Mode().String())
+			}
+		}
+	}
+	return wide
+}
+
+func TestListen_LiveDaemonNotStolen(t *testing.T) {
+	t.Run("SecondQD", func(t *testing.T) {
+		// Ensure a second daemon refuses to start, naming the first one's
+		// pid, and the first keeps answering.
+		path := socketPath(t)
+		MustListen(t, path, fixedSnapshot("first"))
+
+		_, err := Listen(path, fixedSnapshot("second"), testLogger(t))
+		if err == nil {
+			t.Fatal("second Listen succeeded")
+		}
+		want := "another qd is running (pid " + strconv.Itoa(os.Getpid())
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %q, want it to contain %q", err, want)
+		}
+		if got := MustFetch(t, path).Supervisor; got != "first" {
+			t.Fatalf("supervisor = %q, want first", got)
+		}
+	})
+	t.Run("SocketAnswers", func(t *testing.T) {
+		// Ensure a socket that answers is never removed, even when no
+		// lock file guards it.
+		path := socketPath(t)
+		other, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+
+		_, err = Listen(path, fixedSnapshot("second"), testLogger(t))
+		if err == nil || !strings.Contains(err.Error(), "another qd is running (socket "+path+" answers)") {
+			t.Fatalf("err = %v, want another qd is running", err)
+		}
+		conn, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatalf("the live socket stopped answering: %v", err)
+		}
+		conn.Close()
+	})
+}
+
+func TestListen_StaleSocket(t *testing.T) {
+	// Ensure a socket left by a dead daemon is replaced without manual
+	// cleanup, and the new one is 0600.
+	path := socketPath(t)
+	MustStaleSocket(t, path)
+
+	MustListen(t, path, fixedSnapshot("new"))
+	if got := MustFetch(t, path).Supervisor; got != "new" {
+		t.Fatalf("supervisor = %q, want new", got)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Fatalf("mode = %v, want 0600", got)
+	}
+}
+
+func TestListen_NotASocket(t *testing.T) {
+	t.Run("RegularFile", func(t *testing.T) {
+		// Ensure a regular file at the socket path is refused and kept.
+		path := socketPath(t)
+		if err := os.WriteFile(path, []byte("precious"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Listen(path, fixedSnapshot("a"), testLogger(t))
+		if err == nil || !strings.Contains(err.Error(), "is not a socket (a regular file)") {
+			t.Fatalf("err = %v, want not a socket", err)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "precious" {
+			t.Fatalf("file changed: %q, %v", b, err)
+		}
+	})
+	t.Run("Symlink", func(t *testing.T) {
+		// Ensure a symlink at the socket path is refused, not followed and
+		// kept, even when it points at a stale socket.
+		path := socketPath(t)
+		target := filepath.Join(filepath.Dir(path), "target.sock")
+		MustStaleSocket(t, target)
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Listen(path, fixedSnapshot("a"), testLogger(t))
+		if err == nil || !strings.Contains(err.Error(), "is not a socket (a symbolic link)") {
+			t.Fatalf("err = %v, want not a socket", err)
+		}
+		if got, err := os.Readlink(path); err != nil || got != target {
+			t.Fatalf("symlink changed: %q, %v", got, err)
+		}
+		if _, err := os.Lstat(target); err != nil {
+			t.Fatalf("symlink target removed: %v", err)
+		}
+	})
+}
+
+func TestListen_LongPath(t *testing.T) {
+	// Ensure a path too long for sun_path fails with an error naming the
+	// path and the limit, from both Listen and Fetch.
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	path := filepath.Join(dir, "qd.sock")
+	_, err := Listen(path, fixedSnapshot("a"), testLogger(t))
+	if err == nil {
+		t.Fatal("Listen succeeded")
+	}
+	for _, want := range []string{path, "sun_path is " + strconv.Itoa(sunPathSize) + " bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("Listen err = %q, want it to contain %q", err, want)
+		}
+	}
+	if _, err := Fetch(context.Background(), path); err == nil || !strings.Contains(err.Error(), "sun_path") {
+		t.Fatalf("Fetch err = %v, want the sun_path limit", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Listen created %s despite refusing the path: %v", dir, err)
+	}
+}
+
+func TestServer_Shutdown(t *testing.T) {
+	t.Run("RemovesOwnSocket", func(t *testing.T) {
+		// Ensure Shutdown removes the socket and frees the path for the
+		// next daemon.
+		path := socketPath(t)
+		s, err := Listen(path, fixedSnapshot("a"), testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("socket still there after Shutdown: %v", err)
+		}
+		MustListen(t, path, fixedSnapshot("b"))
+		if got := MustFetch(t, path).Supervisor; got != "b" {
+			t.Fatalf("supervisor = %q, want b", got)
+		}
+	})
+	t.Run("LeavesOthersSocket", func(t *testing.T) {
+		// Ensure Shutdown does not remove a socket someone else bound at
+		// the path after ours was replaced.
+		path := socketPath(t)
+		s, err := Listen(path, fixedSnapshot("a"), testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path)
+		other, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatalf("the other socket was removed: %v", err)
+		}
+		conn.Close()
+	})
+}
+
+func TestServer_IdleClients(t *testing.T) {
+	// Ensure 50 clients that connect and send nothing neither block status
+	// requests nor delay shutdown, even while their header timeout is far
+	// away.
+	path := socketPath(t)
+	s, err := Listen(path, fixedSnapshot("busy"), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.hs.ReadHeaderTimeout = 10 * time.Minute
+	s.hs.ReadTimeout = 10 * time.Minute
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+
+	var idle []net.Conn
+	for range 50 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	for range 3 {
+		if got := MustFetch(t, path).Supervisor; got != "busy" {
+			t.Fatalf("supervisor = %q, want busy", got)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	for i, c := range idle {
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("idle client %d read %d bytes after shutdown, want the connection closed", i, n)
+		}
+	}
+}
+
+func TestServer_HTTP(t *testing.T) {
+	path := socketPath(t)
+	MustListen(t, path, func(ctx context.Context) Snapshot {
+		return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5}}}
+	})
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}
+
+	t.Run("SnakeCaseJSON", func(t *testing.T) {
+		// Ensure the JSON uses the documented snake_case names and empty
+		// lists are [] rather than null.
+		resp, err := client.Get("http://qd/v1/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if got := resp.Header.Get("Content-Type"); got != "application/json" {
+			t.Fatalf("Content-Type = %q", got)
+		}
+		var raw map[string]json.RawMessage
+		if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(raw["agents"]), "[]"; got != want {
+			t.Fatalf("agents = %s, want %s", got, want)
+		}
+		var runs []map[string]any
+		if err := json.Unmarshal(raw["runs"], &runs); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := runs[0]["silent_seconds"], 2.5; got != want {
+			t.Fatalf("runs[0].silent_seconds = %v, want %v", got, want)
+		}
+		for _, key := range []string{"run_id", "task_id", "lease_left_seconds", "output_silent_seconds", "last_output_at"} {
+			if _, ok := runs[0][key]; !ok {
+				t.Fatalf("runs[0] lacks %q: %v", key, runs[0])
+			}
+		}
+	})
+	t.Run("WrongMethod", func(t *testing.T) {
+		// Ensure the socket is read-only: POST is refused.
+		resp, err := client.Post("http://qd/v1/status", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got, want := resp.StatusCode, http.StatusMethodNotAllowed; got != want {
+			t.Fatalf("status = %d, want %d", got, want)
+		}
+	})
+	t.Run("Curl", func(t *testing.T) {
+		// Ensure the documented curl command works.
+		curl, err := exec.LookPath("curl")
+		if err != nil {
+			t.Skip("curl not installed")
+		}
+		out, err := exec.Command(curl, "-sS", "--unix-socket", path, "http://qd/v1/status").CombinedOutput()
+		if err != nil {
+			t.Fatalf("curl: %v: %s", err, out)
+		}
+		if !strings.Contains(string(out), `"supervisor": "web"`) {
+			t.Fatalf("curl output lacks the supervisor:\n%s", out)
+		}
+	})
+}
+
+func TestFetch_NotRunning(t *testing.T) {
+	t.Run("NoFile", func(t *testing.T) {
+		// Ensure the error says no daemon answers and names the path.
+		path := socketPath(t)
+		_, err := Fetch(context.Background(), path)
+		want := "no qd daemon is answering at " + path + " (connect: no such file or directory); is `qd run` running?"
+		if err == nil || err.Error() != want {
+			t.Fatalf("err = %v\nwant %s", err, want)
+		}
+		if !errors.Is(err, ErrNotRunning) {
+			t.Fatal("errors.Is(err, ErrNotRunning) = false")
+		}
+	})
+	t.Run("StaleSocket", func(t *testing.T) {
+		// Ensure a socket left by a dead daemon reads as not running.
+		path := socketPath(t)
+		MustStaleSocket(t, path)
+		_, err := Fetch(context.Background(), path)
+		if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("err = %v, want ErrNotRunning naming %s", err, path)
+		}
+	})
+	t.Run("NotHTTP", func(t *testing.T) {
+		// Ensure something that is not qd at the path gives an error naming
+		// the path, not a hang.
+		path := socketPath(t)
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				io.WriteString(c, "hello\n")
+				c.Close()
+			}
+		}()
+		_, err = Fetch(context.Background(), path)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Fatalf("err = %v, want an error naming %s", err, path)
+		}
+	})
+}

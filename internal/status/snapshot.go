@@ -1,0 +1,78 @@
+package status
+
+import "time"
+
+// Snapshot is what the status socket serves at GET /v1/status: a copy of
+// the daemon's state taken at one moment. Every field is a value, so a
+// Snapshot can be encoded and rendered without touching the daemon again.
+//
+// Durations named *_seconds are computed by the daemon when it builds the
+// snapshot. Those that concern leases (lease_left_seconds, silent_seconds)
+// come from the database clock, never from a comparison of the host clock
+// with a database timestamp.
+type Snapshot struct {
+	Supervisor    string         `json:"supervisor"`
+	Version       string         `json:"version"`
+	PID           int            `json:"pid"`
+	StartedAt     time.Time      `json:"started_at"`
+	UptimeSeconds float64        `json:"uptime_seconds"`
+	Database      DatabaseStatus `json:"database"`
+	Agents        []AgentStatus  `json:"agents"`
+	Runs          []RunStatus    `json:"runs"`
+	Lanes         []LaneStatus   `json:"lanes"`
+	// ConfigError is the error of the last failed reload, empty when the
+	// configuration in force is the one last read.
+	ConfigError string `json:"config_error,omitempty"`
+}
+
+// DatabaseStatus says whether the daemon's last contact with the database
+// succeeded.
+type DatabaseStatus struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// AgentStatus describes one configured agent.
+type AgentStatus struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	NextTick time.Time `json:"next_tick"`
+	Running  int       `json:"running"`
+	Parallel int       `json:"parallel"`
+}
+
+// RunStatus describes one run this daemon is supervising.
+type RunStatus struct {
+	RunID     int64     `json:"run_id"`
+	TaskID    int64     `json:"task_id"`
+	Lane      string    `json:"lane"`
+	Agent     string    `json:"agent"`
+	Attempt   int       `json:"attempt"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+	// AgeSeconds is how long the run has been going.
+	AgeSeconds float64 `json:"age_seconds"`
+	// SilentSeconds is the time since the last heartbeat reached the
+	// database.
+	SilentSeconds float64 `json:"silent_seconds"`
+	// LastOutputAt is when the child last wrote to stdout or stderr; zero
+	// when it has written nothing yet.
+	LastOutputAt time.Time `json:"last_output_at"`
+	// OutputSilentSeconds is the time since the child last wrote output,
+	// or since it started when it has written nothing.
+	OutputSilentSeconds float64   `json:"output_silent_seconds"`
+	LeaseExpiresAt      time.Time `json:"lease_expires_at"`
+	LeaseLeftSeconds    float64   `json:"lease_left_seconds"`
+}
+
+// LaneStatus describes one lane's limit and queue depth.
+type LaneStatus struct {
+	Name       string `json:"name"`
+	MaxRunning int    `json:"max_running"`
+	Paused     bool   `json:"paused"`
+	Running    int    `json:"running"`
+	Queued     int    `json:"queued"`
+	// OldestQueuedAgeSeconds is the age of the oldest task waiting in the
+	// lane, zero when none waits.
+	OldestQueuedAgeSeconds float64 `json:"oldest_queued_age_seconds"`
+}

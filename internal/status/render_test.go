@@ -1,0 +1,118 @@
+package status
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDuration(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{900 * time.Millisecond, "0s"},
+		{12 * time.Second, "12s"},
+		{3 * time.Minute, "3m"},
+		{3*time.Minute + 4*time.Second, "3m4s"},
+		{time.Hour + 2*time.Minute + 59*time.Second, "1h2m"},
+		{50 * time.Hour, "2d2h"},
+		{-10 * time.Second, "10s"},
+	} {
+		if got := Duration(tt.d); got != tt.want {
+			t.Errorf("Duration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestRelative(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tt := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Time{}, "-"},
+		{now.Add(12 * time.Second), "in 12s"},
+		{now.Add(-3 * time.Minute), "3m ago"},
+		{now.Add(300 * time.Millisecond), "now"},
+	} {
+		if got := relative(tt.t, now); got != tt.want {
+			t.Errorf("relative(%v) = %q, want %q", tt.t, got, tt.want)
+		}
+	}
+}
+
+func TestRender(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	snap := &Snapshot{
+		Supervisor: "build-host", Version: "1.2.3", PID: 4242,
+		StartedAt: now.Add(-62 * time.Minute), UptimeSeconds: 3720,
+		Database:    DatabaseStatus{Reachable: false, Error: "dial tcp: connection refused"},
+		ConfigError: "qd.hcl:12: agent \"x\": unknown field",
+		Agents: []AgentStatus{
+			{Name: "builder", Schedule: "@every 30s", NextTick: now.Add(12 * time.Second), Running: 1, Parallel: 2},
+		},
+		Runs: []RunStatus{{
+			RunID: 91, TaskID: 17, Lane: "proj-a", Agent: "builder", Attempt: 2, PID: 5151,
+			AgeSeconds: 125, SilentSeconds: 4, OutputSilentSeconds: 63, LeaseLeftSeconds: 296,
+		}, {
+			RunID: 92, TaskID: 18, Lane: "proj-b", Agent: "builder", Attempt: 1,
+			AgeSeconds: 400, SilentSeconds: 330, OutputSilentSeconds: 400, LeaseLeftSeconds: -30,
+		}},
+		Lanes: []LaneStatus{
+			{Name: "proj-a", MaxRunning: 1, Running: 1, Queued: 3, OldestQueuedAgeSeconds: 7260},
+			{Name: "proj-b", MaxRunning: 2, Paused: true},
+		},
+	}
+	var b strings.Builder
+	if err := Render(&b, snap, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	t.Logf("\n%s", out)
+
+	// Ensure the operator sees every fact, in the documented units.
+	for _, want := range []string{
+		"supervisor:  build-host\n",
+		"pid:         4242\n",
+		"uptime:      1h2m (since 2026-01-02T02:02:05Z)\n",
+		"database:    UNREACHABLE: dial tcp: connection refused\n",
+		"last reload failed, old config in force: qd.hcl:12",
+		"builder  @every 30s  in 12s     1/2",
+		"91   17    proj-a  builder  2        5151  2m5s  4s      1m3s          4m56s",
+		"92   18    proj-b  builder  1        -     6m40s  5m30s   6m40s         expired",
+		"proj-a  1      no      1        3       2h1m",
+		"proj-b  2      yes     0        0       -",
+	} {
+		if !containsCollapsed(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// containsCollapsed reports whether out contains want when runs of spaces
+// are treated as one, so the test does not depend on column widths.
+func containsCollapsed(out, want string) bool {
+	collapse := func(s string) string {
+		for strings.Contains(s, "  ") {
+			s = strings.ReplaceAll(s, "  ", " ")
+		}
+		return s
+	}
+	return strings.Contains(collapse(out), collapse(want))
+}
+
+func TestRender_Empty(t *testing.T) {
+	// Ensure an idle daemon renders without panics and says so.
+	var b strings.Builder
+	if err := Render(&b, &Snapshot{Supervisor: "idle", Database: DatabaseStatus{Reachable: true}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), "(none)"); got != 3 {
+		t.Fatalf("%d sections say (none), want 3:\n%s", got, b.String())
+	}
+	if !strings.Contains(b.String(), "database:    reachable") {
+		t.Fatalf("database line missing:\n%s", b.String())
+	}
+}

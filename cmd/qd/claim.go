@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var claimCommand = &command{
+	name:    "claim",
+	summary: "claim one task and print its lease as JSON",
+	usage:   "[--lane L]... [--agent A] [--lease DURATION] [--owner NAME] [--wait SECONDS]",
+	help: `Prints one JSON object: task_id, run_id, lane, agent, attempt,
+max_attempts, priority, payload (the JSON as enqueued), lease_expires_at
+(RFC 3339) and owner. When nothing can be claimed it prints nothing and exits 3;
+with --wait it polls, with jitter, until the deadline first. --lane may repeat;
+no --lane means any lane.`,
+	db:    true,
+	setup: setupClaim,
+}
+
+// claimOutput is the JSON contract of qd claim.
+type claimOutput struct {
+	TaskID         int64           `json:"task_id"`
+	RunID          int64           `json:"run_id"`
+	Lane           string          `json:"lane"`
+	Agent          string          `json:"agent"`
+	Attempt        int             `json:"attempt"`
+	MaxAttempts    int             `json:"max_attempts"`
+	Priority       int             `json:"priority"`
+	Payload        json.RawMessage `json:"payload"`
+	LeaseExpiresAt string          `json:"lease_expires_at"`
+	Owner          string          `json:"owner"`
+}
+
+func setupClaim(fs *flag.FlagSet) runFunc {
+	var lanes stringList
+	fs.Var(&lanes, "lane", "claim only from lane `NAME` (repeatable; default any lane)")
+	agent := fs.String("agent", "", "claim only tasks for agent `NAME` (default any agent)")
+	leaseFor := durationFlag(fs, "lease", lease.DefaultLease, "hold the lease for `DURATION`")
+	owner := fs.String("owner", "", "record `NAME` as the run's owner (default cli:HOST:PID)")
+	var wait time.Duration
+	fs.Var(durationValue{d: &wait, allowZero: true}, "wait", "poll for up to `SECONDS` when nothing is claimable")
+	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		p := lease.ClaimParams{Lanes: lanes, Agent: *agent, Owner: *owner, Lease: *leaseFor}
+		if p.Owner == "" {
+			p.Owner = defaultOwner()
+		}
+		if err := lease.ValidateClaim(&p); err != nil {
+			return usageErrorf("claim: %v", err)
+		}
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		l, err := claimWait(ctx, prov, p, wait)
+		if err != nil {
+			return err
+		}
+		return writeJSON(env.Stdout, claimOutput{
+			TaskID: l.TaskID, RunID: l.RunID, Lane: l.Lane, Agent: l.Agent,
+			Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Priority: l.Priority,
+			Payload: l.Payload, LeaseExpiresAt: l.LeaseExpiresAt.Format(time.RFC3339Nano),
+			Owner: l.Owner,
+		})
+	}
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return fmt.Sprintf("cli:%s:%d", host, os.Getpid())
+}
+
+// claimWait claims once, then keeps polling until wait has passed. Between
+// attempts it sleeps a random 0.5–1.5s, so that many waiting clients spread
+// out.
+func claimWait(ctx context.Context, prov lease.Provider, p lease.ClaimParams, wait time.Duration) (*lease.Lease, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := prov.Claim(ctx, p)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, lease.ErrNoWork) {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, &ExitError{Code: ExitNoWork, Err: errors.New("nothing to claim")}
+		}
+		pause := min(left, 500*time.Millisecond+rand.N(time.Second))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var enqueueCommand = &command{
+	name:    "enqueue",
+	summary: "add a task and print its id",
+	usage:   "--lane L --agent A [flags] [PAYLOAD]",
+	help: `PAYLOAD is JSON text, "-" reads it from stdin, and it defaults to {}.
+Prints the new task's id alone. With --key, when a task with the same key is
+not yet finished, prints that task's id instead and adds nothing.
+Lower priority numbers run first.`,
+	db:    true,
+	setup: setupEnqueue,
+}
+
+func setupEnqueue(fs *flag.FlagSet) runFunc {
+	var p lease.EnqueueParams
+	fs.StringVar(&p.Lane, "lane", lease.DefaultLane, "lane `NAME`")
+	fs.StringVar(&p.Agent, "agent", "", "agent `NAME` (required)")
+	fs.IntVar(&p.Priority, "priority", 0, "priority `N`; lower runs first, negatives allowed")
+	delay := durationFlag(fs, "in", 0, "run no sooner than `DURATION` from now")
+	at := fs.String("at", "", "run no sooner than `TIME` (RFC 3339)")
+	maxAttempts := intFlag(fs, "max-attempts", lease.DefaultMaxAttempts, 1, "give up after `N` attempts")
+	fs.StringVar(&p.DedupeKey, "key", "", "dedupe `KEY`: reuse the unfinished task with this key")
+	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		if p.Agent == "" {
+			return usageErrorf("enqueue: --agent is required")
+		}
+		if isSet(fs, "in") && isSet(fs, "at") {
+			return usageErrorf("enqueue: --in and --at cannot be used together")
+		}
+		if *at != "" {
+			t, err := time.Parse(time.RFC3339Nano, *at)
+			if err != nil {
+				return usageErrorf("enqueue: --at %q is not an RFC 3339 time such as 2025-01-02T15:04:05Z", *at)
+			}
+			p.RunAfter = t
+		}
+		p.Delay, p.MaxAttempts = *delay, *maxAttempts
+		payload, err := readPayload(env.Stdin, args)
+		if err != nil {
+			return err
+		}
+		p.Payload = payload
+		if err := lease.ValidateEnqueue(&p); err != nil {
+			return usageErrorf("enqueue: %v", err)
+		}
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		id, _, err := prov.Enqueue(ctx, p)
+		if err != nil {
+			return fmt.Errorf("enqueue task: %w", err)
+		}
+		fmt.Fprintln(env.Stdout, id)
+		return nil
+	}
+}
+
+// readPayload takes the payload from the one optional argument; "-" reads
+// stdin. It checks size and JSON validity before anything is written.
+func readPayload(stdin io.Reader, args []string) (json.RawMessage, error) {
+	if len(args) > 1 {
+		return nil, usageErrorf("enqueue: want at most one PAYLOAD argument, got %d (quote the JSON)", len(args))
+	}
+	if len(args) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	b := []byte(args[0])
+	if args[0] == "-" {
+		var err error
+		b, err = io.ReadAll(io.LimitReader(stdin, lease.MaxPayloadBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("read payload from stdin: %w", err)
+		}
+		b = bytes.TrimSpace(b)
+	}
+	if len(b) > lease.MaxPayloadBytes {
+		return nil, usageErrorf("enqueue: payload is more than %d bytes", lease.MaxPayloadBytes)
+	}
+	if !json.Valid(b) {
+		return nil, usageErrorf("enqueue: payload is not valid JSON")
+	}
+	return json.RawMessage(b), nil
+}

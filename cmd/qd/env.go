@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+
+	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/lease"
+)
+
+// Env is what a command may use of the outside world.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+
+	// Set by the global flags of the command, when it has them.
+	DatabaseURL string // --db
+	ConfigPath  string // --config
+	JSON        bool   // --json
+
+	provider lease.Provider
+	conf     *config.Config
+}
+
+func newEnv(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *Env {
+	return &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv}
+}
+
+// Provider opens the queue on first use and returns it.
+func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
+	if e.provider != nil {
+		return e.provider, nil
+	}
+	url, err := e.URL()
+	if err != nil {
+		return nil, err
+	}
+	p, err := lease.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	e.provider = p
+	return p, nil
+}
+
+// Close releases the provider, if one was opened.
+func (e *Env) Close() {
+	if e.provider != nil {
+		e.provider.Close()
+		e.provider = nil
+	}
+}
+
+// URL resolves the database URL: --db, then $QD_DATABASE_URL, then the
+// config file's database attribute, then the local server the way psql
+// finds it.
+func (e *Env) URL() (string, error) {
+	if e.DatabaseURL != "" {
+		return e.DatabaseURL, nil
+	}
+	if u := e.Getenv("QD_DATABASE_URL"); u != "" {
+		return u, nil
+	}
+	conf, err := e.Config()
+	if err != nil {
+		return "", err
+	}
+	if conf.Database != "" {
+		return conf.Database, nil
+	}
+	return psqlURL(e.Getenv), nil
+}
+
+// psqlURL names the database qd (or $PGDATABASE) on the server psql would
+// reach: pgx fills host, port and user from PGHOST, PGPORT and PGUSER, and
+// without PGHOST uses the local unix socket (/var/run/postgresql, /tmp).
+func psqlURL(getenv func(string) string) string {
+	db := getenv("PGDATABASE")
+	if db == "" {
+		db = "qd"
+	}
+	return "postgres:///" + db
+}
+
+// Config loads the config file: --config or $QD_CONFIG (which must exist),
+// else the first of config.SearchPaths that exists. Without a file it
+// returns config.Default().
+func (e *Env) Config() (*config.Config, error) {
+	if e.conf != nil {
+		return e.conf, nil
+	}
+	path := e.ConfigPath
+	if path == "" {
+		path = e.Getenv("QD_CONFIG")
+	}
+	if path == "" {
+		found, _, err := config.Find()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		path = found
+	}
+	conf := config.Default()
+	if path != "" {
+		var err error
+		if conf, err = config.Load(path); err != nil {
+			return nil, err
+		}
+	}
+	e.conf = conf
+	return conf, nil
+}

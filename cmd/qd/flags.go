@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseInterleaved parses flags that may stand before, between or after the
+// positional arguments, and returns the positionals in order. After "--"
+// everything is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// durationValue is a flag holding a duration. It accepts Go durations
+// ("90s", "1h30m") and bare numbers of seconds; zero is refused unless
+// allowZero, negatives always.
+type durationValue struct {
+	d         *time.Duration
+	allowZero bool
+}
+
+func (v durationValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < 0 || (d == 0 && !v.allowZero) {
+		return fmt.Errorf("must be a positive duration, got %q", s)
+	}
+	*v.d = d
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("not a duration (want e.g. 30s, 5m, 1h, or seconds)")
+	}
+	return d, nil
+}
+
+// durationFlag defines a positive duration flag.
+func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var(durationValue{d: &d}, name, usage)
+	return &d
+}
+
+// stringList is a flag that may repeat.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// intValue is an int flag with a lower bound.
+type intValue struct {
+	n   *int
+	min int
+}
+
+func (v intValue) String() string {
+	if v.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	if n < v.min {
+		return fmt.Errorf("must be at least %d, got %d", v.min, n)
+	}
+	*v.n = n
+	return nil
+}
+
+// intFlag defines an int flag that refuses values below lo.
+func intFlag(fs *flag.FlagSet, name string, def, lo int, usage string) *int {
+	n := def
+	fs.Var(intValue{n: &n, min: lo}, name, usage)
+	return &n
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// parseID parses a positive task or run id.
+func parseID(what, s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageErrorf("%s id %q is not a positive integer", what, s)
+	}
+	return id, nil
+}
+
+// oneID checks that args holds exactly one id and parses it.
+func oneID(what string, args []string) (int64, error) {
+	switch len(args) {
+	case 0:
+		return 0, usageErrorf("missing %s id", what)
+	case 1:
+		return parseID(what, args[0])
+	}
+	return 0, usageErrorf("too many arguments: want one %s id, got %q", what, strings.Join(args, " "))
+}
+
+// noArgs refuses positional arguments.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("unexpected argument %q", args[0])
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var laneSetCommand = &command{
+	name:    "lane set",
+	summary: "create or change a lane: its limit, paused or not",
+	usage:   "LANE [--max-running N] [--pause | --resume]",
+	help: `Creates the lane when it does not exist (limit 1, not paused), applies the
+flags given, and prints the lane. A paused lane keeps its queue; nothing is
+claimed from it until it is resumed. Runs already live are not touched.`,
+	db:    true,
+	json:  true,
+	setup: setupLaneSet,
+}
+
+var laneListCommand = &command{
+	name:    "lane list",
+	summary: "list lanes with limit, paused, running, queued and oldest queued",
+	usage:   "[--json]",
+	db:      true,
+	json:    true,
+	setup:   func(*flag.FlagSet) runFunc { return runLaneList },
+}
+
+// laneJSON is the JSON form of a lane.
+type laneJSON struct {
+	Name         string     `json:"name"`
+	MaxRunning   int        `json:"max_running"`
+	Paused       bool       `json:"paused"`
+	Running      int        `json:"running"`
+	Queued       int        `json:"queued"`
+	OldestQueued *time.Time `json:"oldest_queued_at"`
+}
+
+func toLaneJSON(l lease.Lane) laneJSON {
+	return laneJSON{l.Name, l.MaxRunning, l.Paused, l.Running, l.Queued, timePtr(l.OldestQueued)}
+}
+
+func setupLaneSet(fs *flag.FlagSet) runFunc {
+	maxRunning := intFlag(fs, "max-running", 1, 1, "allow at most `N` live runs in the lane")
+	pause := fs.Bool("pause", false, "stop claiming from the lane")
+	resume := fs.Bool("resume", false, "claim from the lane again")
+	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("lane set: want one LANE argument, got %d", len(args))
+		}
+		if *pause && *resume {
+			return usageErrorf("lane set: --pause and --resume cannot be used together")
+		}
+		if !lease.ValidName(args[0]) {
+			return usageErrorf("lane set: lane %q does not match %s", args[0], lease.LanePattern)
+		}
+		u := lease.LaneUpdate{Name: args[0]}
+		if isSet(fs, "max-running") {
+			u.MaxRunning = maxRunning
+		}
+		if *pause || *resume {
+			u.Paused = pause
+		}
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		l, err := prov.SetLane(ctx, u)
+		if err != nil {
+			return fmt.Errorf("set lane %s: %w", args[0], err)
+		}
+		if env.wantJSON() {
+			return writeJSON(env.Stdout, toLaneJSON(l))
+		}
+		return writeLanes(env, []lease.Lane{l})
+	}
+}
+
+func runLaneList(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	prov, err := env.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	lanes, err := prov.Lanes(ctx)
+	if err != nil {
+		return fmt.Errorf("list lanes: %w", err)
+	}
+	return writeLanes(env, lanes)
+}
+
+func writeLanes(env *Env, lanes []lease.Lane) error {
+	if env.wantJSON() {
+		out := make([]laneJSON, 0, len(lanes))
+		for _, l := range lanes {
+			out = append(out, toLaneJSON(l))
+		}
+		return writeJSON(env.Stdout, out)
+	}
+	now := time.Now()
+	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED")
+	for _, l := range lanes {
+		paused := "no"
+		if l.Paused {
+			paused = "yes"
+		}
+		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relTime(l.OldestQueued, now))
+	}
+	return t.flush()
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var logsCommand = &command{
+	name:    "logs",
+	summary: "print a run's output: its log file, else the stored tail",
+	usage:   "RUN [--follow]",
+	help: `Prints the run's log file (<state_dir>/runs/<run>.log, state_dir from the
+config) when it is on this machine; otherwise the tail of the output stored on
+the run row. A line on stderr says which one is shown. --follow keeps printing
+the log file as it grows until the run ends; without a log file it waits for
+the run to end and prints the stored tail.`,
+	db:    true,
+	setup: setupLogs,
+}
+
+// pollEvery is how often --follow looks for new output and the run's end.
+const pollEvery = 500 * time.Millisecond
+
+func setupLogs(fs *flag.FlagSet) runFunc {
+	follow := fs.Bool("follow", false, "keep printing until the run ends")
+	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+		id, err := oneID("run", args)
+		if err != nil {
+			return err
+		}
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := prov.Run(ctx, id)
+		if errors.Is(err, lease.ErrNotFound) {
+			return fmt.Errorf("logs of run %d: no such run", id)
+		} else if err != nil {
+			return fmt.Errorf("logs of run %d: %w", id, err)
+		}
+		if dir := env.stateDir(); dir != "" {
+			path := runLogPath(dir, id)
+			if f, err := os.Open(path); err == nil {
+				defer f.Close()
+				fmt.Fprintf(env.Stderr, "qd: run %d: log file %s\n", id, path)
+				return copyLog(ctx, env, prov, f, id, *follow && r.State == lease.RunRunning)
+			}
+		}
+		if *follow && r.State == lease.RunRunning {
+			fmt.Fprintf(env.Stderr, "qd: run %d: no log file on this machine; waiting for the run to end\n", id)
+			if r, err = waitRunEnd(ctx, prov, id); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(env.Stderr, "qd: run %d: output tail stored on the run (no log file on this machine)\n", id)
+		_, err = io.WriteString(env.Stdout, r.OutputTail)
+		return err
+	}
+}
+
+// stateDir is the daemon's state directory from the config (or its
+// default), or "" when the config cannot be read.
+func (e *Env) stateDir() string {
+	conf, err := e.Config()
+	if err != nil {
+		return ""
+	}
+	return conf.StateDir
+}
+
+// runLogPath is where the daemon writes a run's output.
+func runLogPath(stateDir string, runID int64) string {
+	return filepath.Join(stateDir, "runs", strconv.FormatInt(runID, 10)+".log")
+}
+
+// copyLog prints f; when following, it keeps printing what is appended
+// until the run is no longer running and the file has no more.
+func copyLog(ctx context.Context, env *Env, prov lease.Provider, f *os.File, id int64, follow bool) error {
+	for {
+		if _, err := io.Copy(env.Stdout, f); err != nil {
+			return fmt.Errorf("read log of run %d: %w", id, err)
+		}
+		if !follow {
+			return nil
+		}
+		r, err := prov.Run(ctx, id)
+		if err != nil {
+			return fmt.Errorf("logs of run %d: %w", id, err)
+		}
+		follow = r.State == lease.RunRunning // one more copy after the end
+		if follow {
+			if err := sleepCtx(ctx, pollEvery); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func waitRunEnd(ctx context.Context, prov lease.Provider, id int64) (lease.Run, error) {
+	for {
+		if err := sleepCtx(ctx, pollEvery); err != nil {
+			return lease.Run{}, err
+		}
+		r, err := prov.Run(ctx, id)
+		if err != nil {
+			return r, fmt.Errorf("logs of run %d: %w", id, err)
+		}
+		if r.State != lease.RunRunning {
+			return r, nil
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var runsCommand = &command{
+	name:    "runs",
+	summary: "list runs, newest first",
+	usage:   "[--task ID] [--lane L] [--state S] [--limit N] [--json]",
+	help: `Columns: id, task, attempt, owner, state, started, duration, exit code or
+signal, silence (seconds since the last heartbeat, live runs only), summary.
+With --task, the task's runs in attempt order. JSON when --json is given or
+stdout is not a terminal.`,
+	db:    true,
+	json:  true,
+	setup: setupRuns,
+}
+
+// runJSON is the JSON form of a run; its field names are stable.
+type runJSON struct {
+	ID               int64          `json:"id"`
+	TaskID           int64          `json:"task_id"`
+	Lane             string         `json:"lane"`
+	Agent            string         `json:"agent"`
+	Attempt          int            `json:"attempt"`
+	Owner            string         `json:"owner"`
+	State            lease.RunState `json:"state"`
+	PID              int            `json:"pid,omitempty"`
+	StartedAt        *time.Time     `json:"started_at"`
+	LastHeartbeatAt  *time.Time     `json:"last_heartbeat_at"`
+	LeaseExpiresAt   *time.Time     `json:"lease_expires_at"`
+	FinishedAt       *time.Time     `json:"finished_at"`
+	ExitCode         *int           `json:"exit_code"`
+	Signal           string         `json:"signal,omitempty"`
+	Summary          string         `json:"summary"`
+	CancelRequested  bool           `json:"cancel_requested"`
+	SilentSeconds    *float64       `json:"silent_seconds,omitempty"`
+	LeaseLeftSeconds *float64       `json:"lease_left_seconds,omitempty"`
+}
+
+func toRunJSON(r lease.Run) runJSON {
+	out := runJSON{
+		ID: r.ID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt,
+		Owner: r.Owner, State: r.State, PID: r.PID, StartedAt: timePtr(r.StartedAt),
+		LastHeartbeatAt: timePtr(r.LastHeartbeatAt), LeaseExpiresAt: timePtr(r.LeaseExpiresAt),
+		FinishedAt: timePtr(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
+		Summary: r.Summary, CancelRequested: r.CancelRequested,
+	}
+	if r.State == lease.RunRunning {
+		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()
+		out.SilentSeconds, out.LeaseLeftSeconds = &silent, &left
+	}
+	return out
+}
+
+var runStates = []lease.RunState{lease.RunRunning, lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled}
+
+func setupRuns(fs *flag.FlagSet) runFunc {
+	var f lease.RunFilter
+	task := fs.String("task", "", "only runs of task `ID`")
+	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
+	state := fs.String("state", "", "only `STATE`: running, completed, failed, abandoned or cancelled")
+	limit := intFlag(fs, "limit", 50, 1, "show at most `N` runs")
+	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		if *task != "" {
+			id, err := parseID("task", *task)
+			if err != nil {
+				return err
+			}
+			f.TaskID = id
+		}
+		if *state != "" && !oneOf(lease.RunState(*state), runStates) {
+			return usageErrorf("runs: --state %q is not one of %v", *state, runStates)
+		}
+		f.State, f.Limit = lease.RunState(*state), *limit
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		runs, err := prov.Runs(ctx, f)
+		if err != nil {
+			return fmt.Errorf("list runs: %w", err)
+		}
+		if env.wantJSON() {
+			out := make([]runJSON, 0, len(runs))
+			for _, r := range runs {
+				out = append(out, toRunJSON(r))
+			}
+			return writeJSON(env.Stdout, out)
+		}
+		return writeRunTable(env, runs)
+	}
+}
+
+func writeRunTable(env *Env, runs []lease.Run) error {
+	now := time.Now()
+	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "SUMMARY")
+	for _, r := range runs {
+		tb.row(strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.TaskID, 10), strconv.Itoa(r.Attempt),
+			r.Owner, string(r.State), relTime(r.StartedAt, now), runDuration(r, now), exitText(r),
+			silence(r), truncate(r.Summary, 60))
+	}
+	return tb.flush()
+}
+
+func runDuration(r lease.Run, now time.Time) string {
+	if r.StartedAt.IsZero() {
+		return "-"
+	}
+	end := r.FinishedAt
+	if end.IsZero() {
+		end = now
+	}
+	return shortDuration(end.Sub(r.StartedAt))
+}
+
+func exitText(r lease.Run) string {
+	switch {
+	case r.Signal != "":
+		return r.Signal
+	case r.ExitCode != nil:
+		return strconv.Itoa(*r.ExitCode)
+	}
+	return "-"
+}
+
+func silence(r lease.Run) string {
+	if r.State != lease.RunRunning {
+		return "-"
+	}
+	return shortDuration(time.Duration(r.SilentSeconds * float64(time.Second)))
+}

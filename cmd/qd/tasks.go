@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+var tasksCommand = &command{
+	name:    "tasks",
+	summary: "list tasks",
+	usage:   "[--lane L] [--agent A] [--state S] [--limit N] [--json]",
+	help: `Columns: id, lane, agent, state, priority, attempts/max, when it may run
+next (queued tasks), age. JSON when --json is given or stdout is not a terminal.`,
+	db:    true,
+	json:  true,
+	setup: setupTasks,
+}
+
+var showCommand = &command{
+	name:    "show",
+	summary: "show a task, its payload and every run of it",
+	usage:   "TASK [--json]",
+	help:    `JSON ({"task": ..., "runs": [...]}) when --json is given or stdout is not a terminal.`,
+	db:      true,
+	json:    true,
+	setup:   func(*flag.FlagSet) runFunc { return runShow },
+}
+
+// taskJSON is the JSON form of a task; its field names are stable.
+type taskJSON struct {
+	ID              int64           `json:"id"`
+	Lane            string          `json:"lane"`
+	Agent           string          `json:"agent"`
+	State           lease.TaskState `json:"state"`
+	Priority        int             `json:"priority"`
+	Attempts        int             `json:"attempts"`
+	MaxAttempts     int             `json:"max_attempts"`
+	RunAfter        *time.Time      `json:"run_after"`
+	DedupeKey       string          `json:"dedupe_key,omitempty"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CreatedAt       *time.Time      `json:"created_at"`
+	UpdatedAt       *time.Time      `json:"updated_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	Payload         json.RawMessage `json:"payload"`
+}
+
+func toTaskJSON(t lease.Task) taskJSON {
+	return taskJSON{
+		ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority,
+		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: timePtr(t.RunAfter),
+		DedupeKey: t.DedupeKey, CancelRequested: t.CancelRequested,
+		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt),
+		FinishedAt: timePtr(t.FinishedAt), Payload: t.Payload,
+	}
+}
+
+var taskStates = []lease.TaskState{lease.TaskQueued, lease.TaskRunning, lease.TaskDone, lease.TaskFailed, lease.TaskCancelled}
+
+func setupTasks(fs *flag.FlagSet) runFunc {
+	var f lease.TaskFilter
+	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
+	fs.StringVar(&f.Agent, "agent", "", "only agent `NAME`")
+	state := fs.String("state", "", "only `STATE`: queued, running, done, failed or cancelled")
+	limit := intFlag(fs, "limit", 50, 1, "show at most `N` tasks")
+	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+		if err := noArgs(args); err != nil {
+			return err
+		}
+		if *state != "" && !oneOf(lease.TaskState(*state), taskStates) {
+			return usageErrorf("tasks: --state %q is not one of %v", *state, taskStates)
+		}
+		f.State, f.Limit = lease.TaskState(*state), *limit
+		prov, err := env.Provider(ctx)
+		if err != nil {
+			return err
+		}
+		tasks, err := prov.Tasks(ctx, f)
+		if err != nil {
+			return fmt.Errorf("list tasks: %w", err)
+		}
+		return writeTasks(env, tasks)
+	}
+}
+
+func oneOf[T comparable](v T, set []T) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func writeTasks(env *Env, tasks []lease.Task) error {
+	if env.wantJSON() {
+		out := make([]taskJSON, 0, len(tasks))
+		for _, t := range tasks {
+			out = append(out, toTaskJSON(t))
+		}
+		return writeJSON(env.Stdout, out)
+	}
+	now := time.Now()
+	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE")
+	for _, t := range tasks {
+		tb.row(strconv.FormatInt(t.ID, 10), t.Lane, t.Agent, string(t.State), strconv.Itoa(t.Priority),
+			fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), nextRun(t, now), relTime(t.CreatedAt, now))
+	}
+	return tb.flush()
+}
+
+// nextRun says when a queued task may run: "now" or "in 30s".
+func nextRun(t lease.Task, now time.Time) string {
+	if t.State != lease.TaskQueued {
+		return "-"
+	}
+	if !t.RunAfter.After(now) {
+		return "now"
+	}
+	return relTime(t.RunAfter, now)
+}
+
+func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+	id, err := oneID("task", args)
+	if err != nil {
+		return err
+	}
+	prov, err := env.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := prov.Task(ctx, id)
+	if err != nil {
+		return fmt.Errorf("show task %d: %w", id, err)
+	}
+	runs, err := prov.Runs(ctx, lease.RunFilter{TaskID: id})
+	if err != nil {
+		return fmt.Errorf("list runs of task %d: %w", id, err)
+	}
+	if env.wantJSON() {
+		out := struct {
+			Task taskJSON  `json:"task"`
+			Runs []runJSON `json:"runs"`
+		}{toTaskJSON(t), make([]runJSON, 0, len(runs))}
+		for _, r := range runs {
+			out.Runs = append(out.Runs, toRunJSON(r))
+		}
+		return writeJSON(env.Stdout, out)
+	}
+	writeTaskDetail(env, t)
+	fmt.Fprintln(env.Stdout)
+	return writeRunTable(env, runs)
+}
+
+func writeTaskDetail(env *Env, t lease.Task) {
+	now := time.Now()
+	tb := newTable(env.Stdout, "task", strconv.FormatInt(t.ID, 10))
+	tb.row("lane", t.Lane)
+	tb.row("agent", t.Agent)
+	state := string(t.State)
+	if t.CancelRequested && t.State == lease.TaskRunning {
+		state += " (cancel requested)"
+	}
+	tb.row("state", state)
+	tb.row("priority", strconv.Itoa(t.Priority))
+	tb.row("attempts", fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts))
+	tb.row("next run", nextRun(t, now))
+	if t.DedupeKey != "" {
+		tb.row("key", t.DedupeKey)
+	}
+	tb.row("created", relTime(t.CreatedAt, now))
+	tb.row("finished", relTime(t.FinishedAt, now))
+	tb.flush()
+	fmt.Fprintf(env.Stdout, "payload:\n")
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, t.Payload, "  ", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(t.Payload)
+	}
+	fmt.Fprintf(env.Stdout, "  %s\n", pretty.Bytes())
+}

@@ -50,6 +50,8 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		DeclRange:    b.DefRange,
 	}
 	ctx := fmt.Sprintf("agent %q", a.Name)
+	d.block = ctx
+	defer func() { d.block = "" }()
 	top := b.DefRange.Start.Line
 	if !lease.ValidName(a.Name) {
 		d.at(top, ctx, "name does not match %s", lease.LanePattern)
@@ -172,14 +174,17 @@ func (d *decoder) env(attrs hcl.Attributes, ctx string, a *Agent) {
 	if !d.decode(attrs, "env", &a.Env) {
 		return
 	}
-	ln := line(attrs["env"])
-	d.duplicateKeys(attrs["env"], ctx)
+	lines := d.keyLines(attrs["env"], ctx)
 	keys := make([]string, 0, len(a.Env))
 	for k := range a.Env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		ln, ok := lines[k]
+		if !ok {
+			ln = line(attrs["env"])
+		}
 		if msg := envKeyProblem(k); msg != "" {
 			d.at(ln, ctx, "env %q: %s", k, msg)
 		}
@@ -189,30 +194,32 @@ func (d *decoder) env(attrs hcl.Attributes, ctx string, a *Agent) {
 	}
 }
 
-// duplicateKeys reports a key written twice in an object such as env =
-// { A = "1", A = "2" }, which HCL would resolve silently to the last value.
-func (d *decoder) duplicateKeys(attr *hcl.Attribute, ctx string) {
+// keyLines returns the line of each key of an object written in place,
+// such as env = { A = "1" }, and reports a key written twice, which HCL
+// would otherwise resolve silently to the last value.
+func (d *decoder) keyLines(attr *hcl.Attribute, ctx string) map[string]int {
+	lines := map[string]int{}
 	obj, ok := attr.Expr.(*hclsyntax.ObjectConsExpr)
 	if !ok {
-		return
+		return lines
 	}
-	seen := map[string]int{}
 	for _, item := range obj.Items {
 		k, diags := item.KeyExpr.Value(nil)
-		if diags.HasErrors() || !k.Type().Equals(cty.String) || !k.IsKnown() || k.IsNull() {
+		if diags.HasErrors() || !k.IsKnown() || k.IsNull() || !k.Type().Equals(cty.String) {
 			continue
 		}
-		ln := item.KeyExpr.Range().Start.Line
-		if prev, ok := seen[k.AsString()]; ok {
+		key, ln := k.AsString(), item.KeyExpr.Range().Start.Line
+		if prev, ok := lines[key]; ok {
 			where := ""
 			if prev != ln {
 				where = fmt.Sprintf(", at lines %d and %d", prev, ln)
 			}
-			d.at(ln, ctx, "%s key %q is set twice%s", attr.Name, k.AsString(), where)
+			d.at(ln, ctx, "%s key %q is set twice%s", attr.Name, key, where)
 			continue
 		}
-		seen[k.AsString()] = ln
+		lines[key] = ln
 	}
+	return lines
 }
 
 func envKeyProblem(k string) string {

@@ -19,7 +19,11 @@ func resolveProgram(prog, base string) (string, error) {
 	if !strings.Contains(prog, "/") {
 		path, err := exec.LookPath(prog)
 		if err != nil {
-			return "", fmt.Errorf("program %q is not found in $PATH", prog)
+			hint := ""
+			if _, err := os.Stat(filepath.Join(base, prog)); err == nil {
+				hint = fmt.Sprintf(" (a name without a slash is looked up in $PATH; write \"./%s\" for the file in %s)", prog, base)
+			}
+			return "", fmt.Errorf("program %q is not found in $PATH%s", prog, hint)
 		}
 		return filepath.Abs(path)
 	}

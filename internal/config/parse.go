@@ -1,11 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -40,6 +42,10 @@ func Load(path string) (*Config, error) {
 // error, when there is one, is an *Error listing every problem found.
 func Parse(src []byte, filename string) (*Config, error) {
 	ps := &problems{file: filename}
+	if msg := notText(src); msg != "" {
+		ps.list = append(ps.list, Problem{File: filename, Message: msg})
+		return nil, ps.err()
+	}
 	file, diags := hclparse.NewParser().ParseHCL(src, filename)
 	if diags.HasErrors() {
 		ps.diags(diags)
@@ -67,7 +73,8 @@ func Parse(src []byte, filename string) (*Config, error) {
 // decoder turns attributes into Go values, recording what is wrong.
 type decoder struct {
 	*problems
-	dir string // absolute directory of the file
+	dir   string // absolute directory of the file
+	block string // the block being decoded, as `agent "build"`; "" at the top
 }
 
 // top decodes the top-level attributes over the defaults in c.
@@ -111,7 +118,7 @@ func (d *decoder) str(attrs hcl.Attributes, name string, dst *string) bool {
 		return false
 	}
 	var s string
-	if !d.decodeExpr(a.Expr, &s) {
+	if !d.decodeExpr(a, &s) {
 		return false
 	}
 	*dst = s
@@ -124,32 +131,33 @@ func (d *decoder) decode(attrs hcl.Attributes, name string, dst any) bool {
 	if !ok {
 		return false
 	}
-	return d.decodeExpr(a.Expr, dst)
+	return d.decodeExpr(a, dst)
 }
 
 // decodeExpr evaluates a constant expression into dst (a pointer to a
 // string, int, []string or map[string]string).
-func (d *decoder) decodeExpr(expr hcl.Expression, dst any) bool {
-	v, diags := expr.Value(nil)
+func (d *decoder) decodeExpr(a *hcl.Attribute, dst any) bool {
+	v, diags := a.Expr.Value(nil)
 	if diags.HasErrors() {
 		d.diags(diags)
 		return false
 	}
-	r := expr.Range()
 	ty, err := gocty.ImpliedType(dst)
 	if err != nil {
 		panic(fmt.Sprintf("config: cannot decode into %T: %v", dst, err))
 	}
 	if v.IsNull() {
-		d.list = append(d.list, Problem{File: d.file, Line: r.Start.Line, Column: r.Start.Column, Message: "Unsuitable value: the value is null"})
-		return false
-	}
-	if v, err = convert.Convert(v, ty); err == nil {
+		err = fmt.Errorf("%s required, but have null", ty.FriendlyName())
+	} else if v, err = convert.Convert(v, ty); err == nil {
 		err = gocty.FromCtyValue(v, dst)
 	}
 	if err != nil {
-		d.list = append(d.list, Problem{File: d.file, Line: r.Start.Line, Column: r.Start.Column,
-			Message: fmt.Sprintf("Unsuitable value: %s required: %v", ty.FriendlyName(), err)})
+		msg := fmt.Sprintf("%s: %v", a.Name, err)
+		if d.block != "" {
+			msg = d.block + ": " + msg
+		}
+		r := a.Expr.Range()
+		d.list = append(d.list, Problem{File: d.file, Line: r.Start.Line, Column: r.Start.Column, Message: msg})
 		return false
 	}
 	return true
@@ -221,6 +229,18 @@ func lineOr(attrs hcl.Attributes, name string, def int) int {
 		return line(a)
 	}
 	return def
+}
+
+// notText says why src cannot be an HCL file, before the parser reports
+// every byte of a binary file.
+func notText(src []byte) string {
+	if i := bytes.IndexByte(src, 0); i >= 0 {
+		return fmt.Sprintf("not a text file: NUL byte at offset %d", i)
+	}
+	if !utf8.Valid(src) {
+		return "not a text file: the contents are not valid UTF-8"
+	}
+	return ""
 }
 
 func validSupervisorName(s string) bool {

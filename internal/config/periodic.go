@@ -40,6 +40,8 @@ func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
 		DeclRange: b.DefRange,
 	}
 	ctx := fmt.Sprintf("periodic %q", p.Name)
+	d.block = ctx
+	defer func() { d.block = "" }()
 	top := b.DefRange.Start.Line
 	if !lease.ValidName(p.Name) {
 		d.at(top, ctx, "name does not match %s", lease.LanePattern)

@@ -1,0 +1,150 @@
+# qd configuration. Every setting is shown here with its default.
+#
+# qd looks for its file in this order: $QD_CONFIG, ./qd.hcl,
+# $XDG_CONFIG_HOME/qd/qd.hcl (~/.config/qd/qd.hcl), /etc/qd/qd.hcl.
+# `qd run --check` validates a file and exits. Every problem is reported at
+# once as "file:line: ...", and nothing starts until the file is valid.
+#
+# Durations are strings with a unit: "500ms", "30s", "5m", "2h". A number
+# without a unit ("10") is an error, and so are zero and negative durations.
+# Relative paths are relative to the directory of this file.
+
+# PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
+# neither and no database here, qd refuses to start. Prefer a password in
+# ~/.pgpass (or $PGPASSFILE) over one in this file; qd never prints it.
+database = "postgres://qd@localhost:5432/qd?sslmode=disable"
+
+# Name of this supervisor, recorded as the owner of its runs. Two daemons
+# sharing a database need different names. Default: the host name.
+# name = "build-host-1"
+
+# Status socket, for `qd status`. Unix socket paths are limited to 104
+# bytes. Default: /run/qd/qd.sock for root; else $XDG_RUNTIME_DIR/qd/qd.sock;
+# else /run/qd/qd.sock when run by systemd; else $TMPDIR/qd-UID/qd.sock.
+# socket = "/run/qd/qd.sock"
+
+# Run logs and the records of running children. Default: $STATE_DIRECTORY
+# (set by systemd's StateDirectory=); else /var/lib/qd for root; else
+# $XDG_STATE_HOME/qd (~/.local/state/qd).
+# state_dir = "/var/lib/qd"
+
+# trace, debug, info, warn or error. Default: "info".
+log_level = "info"
+
+# "text" for people, "json" for log collectors. Default: "text".
+log_format = "text"
+
+# On SIGTERM or SIGINT, how long running children get to finish before they
+# are killed and their runs abandoned. A second signal skips the wait.
+# Default: "30s".
+shutdown_grace = "30s"
+
+# Delete finished tasks and their runs this long after they finished.
+# Default: unset, keep them forever.
+# retention = "720h"
+
+# One block per agent: a program qd runs for each task of that agent it
+# claims. The name (the block's label) is what `qd enqueue --agent` names and
+# must match ^[a-z0-9][a-z0-9._-]{0,62}$.
+agent "hello" {
+  # Required. The program and its arguments, never run through a shell. A
+  # bare name is looked up in $PATH; a relative path is relative to `dir`
+  # when it is set, else to this file's directory. It must exist and be
+  # executable, and a script's #! interpreter must exist too.
+  command = ["examples/hello.sh"]
+
+  # Working directory of the child. It must exist. Default: qd's own.
+  # dir = "/srv/hello"
+
+  # Added to the child's environment, which otherwise holds only PATH, HOME,
+  # USER, LANG, TZ and the like, and the QD_ variables of the run. qd's
+  # database URL never reaches agents. LD_PRELOAD, LD_LIBRARY_PATH, DYLD_*,
+  # NOTIFY_SOCKET and QD_* may not be set here. Default: {}.
+  env = {
+    GREETING = "hello"
+  }
+
+  # Required. When to look for work: five cron fields (minute hour
+  # day-of-month month day-of-week, in local time), a descriptor (@hourly,
+  # @daily, @weekly, @monthly, @yearly) or "@every 30s" (at least 1s), with
+  # an optional "CRON_TZ=Area/City " prefix. On each tick qd claims tasks of
+  # this agent until `parallel` children run or none is left. A schedule that
+  # never fires (30 February) is an error.
+  schedule = "@every 10s"
+
+  # Lanes this agent takes tasks from. Default: [] (any lane).
+  lanes = ["default"]
+
+  # Children of this agent running at once. Default: 1.
+  parallel = 1
+
+  # How long a claimed task belongs to this daemon without a heartbeat. A
+  # daemon that cannot reach the database kills its child before the lease
+  # runs out, so the task is never run twice at once. Default: "5m".
+  lease = "5m"
+
+  # How often qd extends the lease while the child runs. Must be less than
+  # half the lease. Default: a third of the lease.
+  heartbeat = "100s"
+
+  # Kill a child that runs longer than this (SIGTERM to its process group,
+  # SIGKILL after kill_grace); the run is abandoned. Default: unset, none.
+  timeout = "1h"
+
+  # Kill a child that writes no output for this long; `qd heartbeat
+  # $QD_RUN_ID` also counts as progress. Default: unset, none.
+  # stall_timeout = "10m"
+
+  # Between SIGTERM and SIGKILL, on timeout, stall or shutdown.
+  # Default: "10s".
+  kill_grace = "10s"
+
+  # Delay before the retry of a failed attempt, doubled after each further
+  # failure (capped at 1h, with jitter). Default: "10s".
+  retry_backoff = "10s"
+
+  # Attempts for the tasks this agent's periodic blocks enqueue.
+  # `qd enqueue` sets its own. Default: 3.
+  max_attempts = 3
+}
+
+agent "progress" {
+  command  = ["examples/progress.sh"]
+  schedule = "CRON_TZ=UTC */5 * * * *"
+  lanes    = ["reports", "nightly"]
+  parallel = 2
+  lease    = "1m"
+  env = {
+    STEPS = "3"
+  }
+  stall_timeout = "30s"
+}
+
+# Enqueue a task on a schedule, exactly once per tick even when several
+# daemons share the database. The last tick is kept in the database.
+periodic "hourly-hello" {
+  # Required. Same forms as an agent's schedule.
+  schedule = "@hourly"
+
+  # Required. An agent defined in this file.
+  agent = "hello"
+
+  # Lane of the task; one of the agent's lanes when it names them.
+  # Default: "default".
+  lane = "default"
+
+  # JSON text given to the agent on stdin, at most 1 MiB. Default: "{}".
+  payload = "{\"greeting\": \"hourly\"}"
+
+  # Among eligible tasks, lower numbers run first (as with
+  # `qd enqueue --priority`); negatives are allowed. Default: 0.
+  priority = 0
+
+  # Ticks missed while no daemon ran: "skip" logs them and enqueues nothing
+  # (the default); "once" enqueues one task for all of them, like systemd's
+  # Persistent=true.
+  catch_up = "skip"
+
+  # Attempts of each task. Default: the agent's max_attempts.
+  # max_attempts = 3
+}

@@ -1,0 +1,2 @@
+#!/nonexistent/interp
+echo hi

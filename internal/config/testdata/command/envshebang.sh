@@ -1,0 +1,2 @@
+#!/usr/bin/env qd-no-such-interpreter
+echo hi

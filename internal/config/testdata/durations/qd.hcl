@@ -1,0 +1,12 @@
+shutdown_grace = "-1s"
+retention      = "0s"
+
+agent "build" {
+  command       = ["/bin/sh", "-c", "true"]
+  schedule      = "@hourly"
+  lease         = "-5s"
+  timeout       = "10"
+  stall_timeout = "0s"
+  kill_grace    = "soon"
+  retry_backoff = 10
+}

@@ -1,0 +1,7 @@
+agent "build" {
+  lanes = ["default"]
+}
+
+periodic "nightly" {
+  lane = "default"
+}

@@ -1,0 +1,4 @@
+agent "build" {
+  command  = ["/bin/sh", "-c", "true"
+  schedule = "@hourly"
+}

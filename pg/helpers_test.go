@@ -1,0 +1,149 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
+)
+
+const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var schemaSeq atomic.Int64
+
+// TestURL returns the test database URL, skipping (or failing under CI)
+// when the database cannot be reached.
+func MustTestURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("QD_TEST_DATABASE_URL")
+	if u == "" {
+		u = defaultTestURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("connect to test database %s: %v", lease.Redact(u), err)
+		}
+		tb.Skipf("test database %s unreachable: %v", lease.Redact(u), err)
+	}
+	conn.Close(ctx)
+	return u
+}
+
+// MustSchemaURL returns a URL naming a fresh schema that is dropped when
+// the test ends, with extra query parameters added.
+func MustSchemaURL(tb testing.TB, extra url.Values) (string, string) {
+	tb.Helper()
+	base := MustTestURL(tb)
+	schema := fmt.Sprintf("qdtest_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	for k, vs := range extra {
+		for _, v := range vs {
+			q.Add(k, v)
+		}
+	}
+	u.RawQuery = q.Encode()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return u.String(), schema
+}
+
+// MustOpen opens a provider on a fresh, migrated schema.
+func MustOpen(tb testing.TB) *pg.Provider {
+	tb.Helper()
+	u, _ := MustSchemaURL(tb, nil)
+	return MustOpenURL(tb, u, true)
+}
+
+// MustOpenURL opens a provider on u, migrating when asked, and closes it
+// when the test ends.
+func MustOpenURL(tb testing.TB, u string, migrate bool) *pg.Provider {
+	tb.Helper()
+	ctx := context.Background()
+	p, err := pg.Open(ctx, u, hclog.NewNullLogger())
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(p.Close)
+	if migrate {
+		if err := p.Migrate(ctx); err != nil {
+			tb.Fatalf("migrate: %v", err)
+		}
+	}
+	return p
+}
+
+// MustConn opens a plain connection to the test database.
+func MustConn(tb testing.TB) *pgx.Conn {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, MustTestURL(tb))
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func MustEnqueue(tb testing.TB, p lease.Provider, ep lease.EnqueueParams) int64 {
+	tb.Helper()
+	id, _, err := p.Enqueue(context.Background(), ep)
+	if err != nil {
+		tb.Fatalf("enqueue %+v: %v", ep, err)
+	}
+	return id
+}
+
+func MustClaim(tb testing.TB, p lease.Provider, cp lease.ClaimParams) *lease.Lease {
+	tb.Helper()
+	l, err := p.Claim(context.Background(), cp)
+	if err != nil {
+		tb.Fatalf("claim %+v: %v", cp, err)
+	}
+	return l
+}
+
+func MustTask(tb testing.TB, p lease.Provider, id int64) lease.Task {
+	tb.Helper()
+	t, err := p.Task(context.Background(), id)
+	if err != nil {
+		tb.Fatalf("task %d: %v", id, err)
+	}
+	return t
+}
+
+func MustRun(tb testing.TB, p lease.Provider, id int64) lease.Run {
+	tb.Helper()
+	r, err := p.Run(context.Background(), id)
+	if err != nil {
+		tb.Fatalf("run %d: %v", id, err)
+	}
+	return r
+}

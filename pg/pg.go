@@ -1,0 +1,188 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// DefaultSchema is the schema used when the URL names none.
+const DefaultSchema = "qd"
+
+// LaneLockSpace is the first key of every lane's advisory lock
+// (pg_advisory_xact_lock(LaneLockSpace, lane_key(lane))): "qdln" in ASCII.
+// It keeps qd's lane locks apart from any other advisory locks in the
+// database. It must never change.
+const LaneLockSpace int32 = 0x71646c6e
+
+// MigrateLockSpace is the first key of the advisory lock that serialises
+// migrations of one schema: "qdmg" in ASCII.
+const MigrateLockSpace int32 = 0x71646d67
+
+// ErrNotMigrated is returned by every method while the schema is missing
+// or older than this build.
+var ErrNotMigrated = errors.New("queue schema is missing or out of date: run `qd migrate`")
+
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Provider is a lease.Provider backed by PostgreSQL.
+type Provider struct {
+	pool   *pgxpool.Pool
+	schema string
+	q      string // the schema as a quoted identifier
+	logger hclog.Logger
+	ready  atomic.Bool
+}
+
+var _ lease.Provider = (*Provider)(nil)
+
+func init() {
+	open := func(ctx context.Context, rawURL string) (lease.Provider, error) {
+		return Open(ctx, rawURL, hclog.NewNullLogger())
+	}
+	lease.Register("postgres", open)
+	lease.Register("postgresql", open)
+}
+
+// Open connects a pool to the database at rawURL. The query parameter
+// schema=NAME selects the schema (default qd); every other parameter goes
+// to pgx. Open checks the schema version once but never migrates: while
+// the schema is missing or behind, methods return ErrNotMigrated.
+func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	connURL, schema, err := splitSchema(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(connURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url %s: %w", lease.Redact(rawURL), err)
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "qd"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool %s: %w", lease.Redact(rawURL), err)
+	}
+	p := &Provider{pool: pool, schema: schema, q: quoteIdent(schema), logger: logger.Named("pg")}
+	if err := p.checkSchema(ctx); err != nil && !errors.Is(err, ErrNotMigrated) {
+		p.logger.Warn("cannot check queue schema", "schema", schema, "error", err)
+	}
+	return p, nil
+}
+
+// splitSchema removes the schema parameter from a postgres:// URL.
+func splitSchema(rawURL string) (string, string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", "", fmt.Errorf("parse database url %s: want postgres://user@host/db", lease.Redact(rawURL))
+	}
+	q := u.Query()
+	schema := DefaultSchema
+	if q.Has("schema") {
+		schema = q.Get("schema")
+		q.Del("schema")
+		u.RawQuery = q.Encode()
+	}
+	if !schemaPattern.MatchString(schema) {
+		return "", "", fmt.Errorf("%w: schema %q does not match %s", lease.ErrInvalid, schema, schemaPattern)
+	}
+	return u.String(), schema, nil
+}
+
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// Pool returns the connection pool.
+func (p *Provider) Pool() *pgxpool.Pool { return p.pool }
+
+// Schema returns the schema the provider works in.
+func (p *Provider) Schema() string { return p.schema }
+
+// Ping checks that the database answers.
+func (p *Provider) Ping(ctx context.Context) error {
+	if err := p.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (p *Provider) Close() { p.pool.Close() }
+
+// checkSchema caches a successful version check; until one succeeds every
+// method checks again.
+func (p *Provider) checkSchema(ctx context.Context) error {
+	if p.ready.Load() {
+		return nil
+	}
+	v, err := p.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v < LatestVersion() {
+		return fmt.Errorf("schema %s is at version %d, this qd needs %d: %w", p.schema, v, LatestVersion(), ErrNotMigrated)
+	}
+	p.ready.Store(true)
+	return nil
+}
+
+// inTx runs queue in one READ COMMITTED transaction sent as a single
+// pipelined batch (one round trip once statements are prepared), whatever
+// the server's default isolation.
+func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
+	if err := p.checkSchema(ctx); err != nil {
+		return err
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire connection: %w", err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	queue(b)
+	b.Queue("COMMIT")
+	err = conn.SendBatch(ctx, b).Close()
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // the pool drops it
+		}
+	}
+	return err
+}
+
+// beginTx opens an interactive READ COMMITTED transaction, for the rare
+// operations that need one.
+func (p *Provider) beginTx(ctx context.Context) (pgx.Tx, error) {
+	if err := p.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	return tx, nil
+}
+
+// query runs a read outside any explicit transaction.
+func (p *Provider) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := p.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	return p.pool.Query(ctx, sql, args...)
+}
+
+// sql replaces the schema placeholder in a statement.
+func (p *Provider) sql(s string) string { return expand(s, p.q) }

@@ -1,0 +1,360 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// Enqueue adds a task, or returns the unfinished task with the same dedupe
+// key.
+func (p *Provider) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, bool, error) {
+	if err := checkEnqueue(&ep); err != nil {
+		return 0, false, fmt.Errorf("enqueue: %w", err)
+	}
+	var id int64
+	var existed bool
+	err := p.inTx(ctx, func(b *pgx.Batch) { p.queueEnqueue(b, &ep, &id, &existed) })
+	if err != nil {
+		return 0, false, fmt.Errorf("enqueue: %w", mapErr(err))
+	}
+	return id, existed, nil
+}
+
+// checkEnqueue validates ep beyond lease.ValidateEnqueue: PostgreSQL text
+// holds neither NUL nor invalid UTF-8.
+func checkEnqueue(ep *lease.EnqueueParams) error {
+	if err := lease.ValidateEnqueue(ep); err != nil {
+		return err
+	}
+	if !utf8.Valid(ep.Payload) {
+		return fmt.Errorf("%w: payload is not valid UTF-8", lease.ErrInvalid)
+	}
+	if hasNULEscape(ep.Payload) {
+		return fmt.Errorf("%w: payload contains \\u0000, which PostgreSQL cannot store", lease.ErrInvalid)
+	}
+	if strings.ContainsRune(ep.DedupeKey, 0) || !utf8.ValidString(ep.DedupeKey) {
+		return fmt.Errorf("%w: dedupe key contains NUL or invalid UTF-8", lease.ErrInvalid)
+	}
+	return nil
+}
+
+// hasNULEscape reports whether the JSON text (already valid) holds a
+// \u0000 escape inside a string.
+func hasNULEscape(js []byte) bool {
+	inString := false
+	for i := 0; i < len(js); i++ {
+		switch c := js[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString:
+			if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
+				return true
+			}
+			i++ // skip the escaped character
+		}
+	}
+	return false
+}
+
+func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64, existed *bool) {
+	var runAfter *time.Time
+	if !ep.RunAfter.IsZero() {
+		runAfter = &ep.RunAfter
+	}
+	b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue($1, $2, $3, $4, $5, $6, $7, $8)`),
+		ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey)).
+		QueryRow(func(row pgx.Row) error { return row.Scan(id, existed) })
+}
+
+// Cancel cancels a queued task, or marks a running one for its holder.
+func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
+	var after, before *string
+	err := p.inTx(ctx, func(b *pgx.Batch) {
+		b.Queue(p.sql(`
+			WITH u AS (
+				UPDATE {{schema}}.tasks t SET
+					state = CASE WHEN t.state = 'queued' THEN 'cancelled' ELSE t.state END,
+					cancel_requested = true,
+					finished_at = CASE WHEN t.state = 'queued' THEN clock_timestamp() ELSE t.finished_at END,
+					updated_at = clock_timestamp()
+				WHERE t.id = $1 AND t.state IN ('queued', 'running')
+				RETURNING t.state)
+			SELECT (SELECT state FROM u), (SELECT state FROM {{schema}}.tasks WHERE id = $1)`), taskID).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&after, &before) })
+	})
+	if err != nil {
+		return "", fmt.Errorf("cancel task %d: %w", taskID, mapErr(err))
+	}
+	switch {
+	case after != nil:
+		return lease.TaskState(*after), nil
+	case before == nil:
+		return "", fmt.Errorf("cancel task %d: %w", taskID, lease.ErrNotFound)
+	case lease.TaskState(*before) == lease.TaskCancelled:
+		return lease.TaskCancelled, nil
+	default:
+		return lease.TaskState(*before), fmt.Errorf("cancel task %d: %w: it is already %s", taskID, lease.ErrConflict, *before)
+	}
+}
+
+// Retry queues a failed or cancelled task again with fresh attempts.
+func (p *Provider) Retry(ctx context.Context, taskID int64) error {
+	var done bool
+	var before *string
+	err := p.inTx(ctx, func(b *pgx.Batch) {
+		b.Queue(p.sql(`
+			WITH u AS (
+				UPDATE {{schema}}.tasks t SET state = 'queued', attempts = 0, cancel_requested = false,
+					run_after = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp()
+				WHERE t.id = $1 AND t.state IN ('failed', 'cancelled')
+				RETURNING t.id)
+			SELECT EXISTS (SELECT 1 FROM u), (SELECT state FROM {{schema}}.tasks WHERE id = $1)`), taskID).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &before) })
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("retry task %d: %w", taskID, mapErr(err))
+	case done:
+		return nil
+	case before == nil:
+		return fmt.Errorf("retry task %d: %w", taskID, lease.ErrNotFound)
+	default:
+		return fmt.Errorf("retry task %d: %w: it is %s, not failed or cancelled", taskID, lease.ErrConflict, *before)
+	}
+}
+
+const taskColumns = `t.id, t.lane, t.agent, t.payload_text, t.priority, t.run_after, t.attempts, t.max_attempts,
+	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at`
+
+func scanTask(row pgx.CollectableRow) (lease.Task, error) {
+	var t lease.Task
+	var payload string
+	var finished *time.Time
+	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished)
+	t.Payload = json.RawMessage(payload)
+	if finished != nil {
+		t.FinishedAt = *finished
+	}
+	return t, err
+}
+
+// Task returns one task.
+func (p *Provider) Task(ctx context.Context, id int64) (lease.Task, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT `+taskColumns+` FROM {{schema}}.tasks t WHERE t.id = $1`), id)
+	if err != nil {
+		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	if err != nil {
+		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
+	}
+	return t, nil
+}
+
+// Tasks lists tasks, newest first.
+func (p *Provider) Tasks(ctx context.Context, f lease.TaskFilter) ([]lease.Task, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Lane != "" {
+		add("t.lane = $%d", f.Lane)
+	}
+	if f.Agent != "" {
+		add("t.agent = $%d", f.Agent)
+	}
+	if f.State != "" {
+		add("t.state = $%d", string(f.State))
+	}
+	q := `SELECT ` + taskColumns + ` FROM {{schema}}.tasks t` + whereClause(where) + ` ORDER BY t.id DESC`
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := p.query(ctx, p.sql(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", mapErr(err))
+	}
+	ts, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", mapErr(err))
+	}
+	return ts, nil
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+const runColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.instance, r.state, coalesce(r.pid, 0),
+	r.started_at, r.last_heartbeat_at, r.lease_expires_at, r.last_output_at, r.finished_at, r.exit_code,
+	coalesce(r.signal, ''), coalesce(r.summary, ''), coalesce(r.output_tail, ''), t.cancel_requested,
+	CASE WHEN r.state = 'running' THEN extract(epoch FROM clock_timestamp() - r.last_heartbeat_at)::float8 ELSE 0 END,
+	CASE WHEN r.state = 'running' THEN greatest(r.lease_expires_at - clock_timestamp(), interval '0') ELSE interval '0' END`
+
+func scanRun(row pgx.CollectableRow) (lease.Run, error) {
+	var r lease.Run
+	var output, finished *time.Time
+	err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.Instance, &r.State, &r.PID,
+		&r.StartedAt, &r.LastHeartbeatAt, &r.LeaseExpiresAt, &output, &finished, &r.ExitCode,
+		&r.Signal, &r.Summary, &r.OutputTail, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft)
+	if output != nil {
+		r.LastOutputAt = *output
+	}
+	if finished != nil {
+		r.FinishedAt = *finished
+	}
+	return r, err
+}
+
+// Run returns one run.
+func (p *Provider) Run(ctx context.Context, id int64) (lease.Run, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT `+runColumns+` FROM {{schema}}.runs r
+		JOIN {{schema}}.tasks t ON t.id = r.task_id WHERE r.id = $1`), id)
+	if err != nil {
+		return lease.Run{}, fmt.Errorf("read run %d: %w", id, mapErr(err))
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanRun)
+	if err != nil {
+		return lease.Run{}, fmt.Errorf("read run %d: %w", id, mapErr(err))
+	}
+	return r, nil
+}
+
+// Runs lists runs newest first; with TaskID set, in attempt order.
+func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	order := " ORDER BY r.id DESC"
+	if f.TaskID != 0 {
+		add("r.task_id = $%d", f.TaskID)
+		order = " ORDER BY r.attempt, r.id"
+	}
+	if f.Lane != "" {
+		add("r.lane = $%d", f.Lane)
+	}
+	if f.State != "" {
+		add("r.state = $%d", string(f.State))
+	}
+	if f.Owner != "" {
+		add("r.owner = $%d", f.Owner)
+	}
+	q := `SELECT ` + runColumns + ` FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id` +
+		whereClause(where) + order
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	rows, err := p.query(ctx, p.sql(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", mapErr(err))
+	}
+	rs, err := pgx.CollectRows(rows, scanRun)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", mapErr(err))
+	}
+	return rs, nil
+}
+
+// Prune deletes finished tasks, and their runs, that finished more than
+// olderThan ago.
+func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (lease.PruneResult, error) {
+	if olderThan < 0 {
+		return lease.PruneResult{}, fmt.Errorf("prune: %w: age %s is negative", lease.ErrInvalid, olderThan)
+	}
+	doomed := `SELECT t.id FROM {{schema}}.tasks t
+		WHERE t.finished_at IS NOT NULL AND t.finished_at < clock_timestamp() - $1::interval
+		  AND t.state IN ('done', 'failed', 'cancelled')`
+	q := `WITH d AS (` + doomed + `),
+		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d))
+		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`
+	if !dryRun {
+		q = `WITH d AS (DELETE FROM {{schema}}.tasks x WHERE x.id IN (` + doomed + `) RETURNING x.id),
+		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d))
+		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`
+	}
+	var res lease.PruneResult
+	err := p.inTx(ctx, func(b *pgx.Batch) {
+		b.Queue(p.sql(q), olderThan).QueryRow(func(row pgx.Row) error { return row.Scan(&res.Tasks, &res.RunIDs) })
+	})
+	if err != nil {
+		return lease.PruneResult{}, fmt.Errorf("prune: %w", mapErr(err))
+	}
+	res.Runs = int64(len(res.RunIDs))
+	return res, nil
+}
+
+// PeriodicTick records tick for name and enqueues ep in the same
+// transaction, exactly once per tick across every caller: a concurrent
+// caller waits on the periodic row and then finds the tick recorded.
+func (p *Provider) PeriodicTick(ctx context.Context, name string, tick time.Time, ep lease.EnqueueParams) (bool, error) {
+	if name == "" {
+		return false, fmt.Errorf("periodic tick: %w: name is empty", lease.ErrInvalid)
+	}
+	if err := checkEnqueue(&ep); err != nil {
+		return false, fmt.Errorf("periodic %s: %w", name, err)
+	}
+	tx, err := p.beginTx(ctx)
+	if err != nil {
+		return false, fmt.Errorf("periodic %s: %w", name, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after commit it is a no-op
+	rows, err := tx.Query(ctx, p.sql(`INSERT INTO {{schema}}.periodic AS p (name, last_tick) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick
+		WHERE p.last_tick IS NULL OR p.last_tick < excluded.last_tick
+		RETURNING true`), name, tick)
+	if err != nil {
+		return false, fmt.Errorf("periodic %s: %w", name, mapErr(err))
+	}
+	fired := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("periodic %s: %w", name, mapErr(err))
+	}
+	if !fired {
+		return false, nil
+	}
+	b := &pgx.Batch{}
+	var id int64
+	var existed bool
+	p.queueEnqueue(b, &ep, &id, &existed)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return false, fmt.Errorf("periodic %s: enqueue: %w", name, mapErr(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("periodic %s: commit: %w", name, mapErr(err))
+	}
+	return true, nil
+}
+
+// PeriodicLast returns the last recorded tick of name, zero if none.
+func (p *Provider) PeriodicLast(ctx context.Context, name string) (time.Time, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT last_tick FROM {{schema}}.periodic WHERE name = $1`), name)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read periodic %s: %w", name, mapErr(err))
+	}
+	last, err := pgx.CollectRows(rows, pgx.RowTo[*time.Time])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read periodic %s: %w", name, mapErr(err))
+	}
+	if len(last) == 0 || last[0] == nil {
+		return time.Time{}, nil
+	}
+	return *last[0], nil
+}

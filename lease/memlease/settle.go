@@ -1,0 +1,212 @@
+package memlease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// liveRun returns the run id if it is live at now. It returns
+// lease.ErrNotFound for an unknown id and lease.ErrLeaseLost otherwise.
+func (p *Provider) liveRun(id int64, now time.Time) (*lease.Run, error) {
+	r := p.runs[id]
+	if r == nil {
+		return nil, fmt.Errorf("run %d: %w", id, lease.ErrNotFound)
+	}
+	if r.State != lease.RunRunning || !now.Before(r.LeaseExpiresAt) {
+		return r, fmt.Errorf("run %d: %w", id, lease.ErrLeaseLost)
+	}
+	return r, nil
+}
+
+// Heartbeat extends the leases of live runs; each result carries its own
+// error.
+func (p *Provider) Heartbeat(ctx context.Context, beats ...lease.Beat) ([]lease.BeatResult, error) {
+	for _, b := range beats {
+		if b.Lease < 0 {
+			return nil, fmt.Errorf("heartbeat run %d: %w: lease %s is negative", b.RunID, lease.ErrInvalid, b.Lease)
+		}
+	}
+	now, err := p.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat: %w", err)
+	}
+	defer p.mu.Unlock()
+	out := make([]lease.BeatResult, len(beats))
+	for i, b := range beats {
+		out[i] = p.beat(b, now)
+	}
+	return out, nil
+}
+
+func (p *Provider) beat(b lease.Beat, now time.Time) lease.BeatResult {
+	res := lease.BeatResult{RunID: b.RunID}
+	r, err := p.liveRun(b.RunID, now)
+	if err != nil {
+		res.Err = fmt.Errorf("heartbeat %w", err)
+		return res
+	}
+	d := b.Lease
+	if d == 0 {
+		d = lease.DefaultLease
+	}
+	r.LastHeartbeatAt = now
+	r.LeaseExpiresAt = now.Add(d)
+	if b.PID != 0 {
+		r.PID = b.PID
+	}
+	if !b.LastOutputAt.IsZero() {
+		r.LastOutputAt = b.LastOutputAt
+	}
+	res.LeaseExpiresAt = r.LeaseExpiresAt
+	res.CancelRequested = p.tasks[r.TaskID].CancelRequested
+	return res
+}
+
+// Settle ends runs, each fenced on its own. Settling a run again with the
+// outcome it already has succeeds and changes nothing.
+func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error, error) {
+	now, err := p.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("settle runs: %w", err)
+	}
+	defer p.mu.Unlock()
+	out := make([]error, len(ss))
+	for i, s := range ss {
+		out[i] = p.settle(s, now)
+	}
+	return out, nil
+}
+
+func (p *Provider) settle(s lease.Settlement, now time.Time) error {
+	if err := lease.ValidateSettlement(s); err != nil {
+		return fmt.Errorf("settle run: %w", err)
+	}
+	r, err := p.liveRun(s.RunID, now)
+	if r != nil && err != nil && r.State == s.Outcome {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("settle %w", err)
+	}
+	p.end(r, s, now)
+	return nil
+}
+
+// end records the outcome of live run r and decides what becomes of its
+// task: done, cancelled, failed when out of attempts, or queued again.
+func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
+	r.State = s.Outcome
+	r.FinishedAt = now
+	r.Summary = s.Summary
+	if s.ExitCode != nil {
+		code := *s.ExitCode
+		r.ExitCode = &code
+	}
+	r.Signal = s.Signal
+	r.OutputTail = s.OutputTail
+	delete(p.live, r.ID)
+
+	t := p.tasks[r.TaskID]
+	switch {
+	case s.Outcome == lease.RunCompleted:
+		finish(t, lease.TaskDone, now)
+	case s.Outcome == lease.RunCancelled || t.CancelRequested:
+		finish(t, lease.TaskCancelled, now)
+	case s.Outcome == lease.RunAbandoned && s.Refund:
+		t.Attempts--
+		requeue(t, now, now)
+	case t.Attempts >= t.MaxAttempts:
+		finish(t, lease.TaskFailed, now)
+	case s.Outcome == lease.RunFailed:
+		delay := s.RetryIn
+		if delay == 0 {
+			delay = lease.Backoff(lease.DefaultBackoffBase, t.Attempts)
+		}
+		requeue(t, now.Add(delay), now)
+	default:
+		requeue(t, now, now)
+	}
+}
+
+func finish(t *lease.Task, state lease.TaskState, now time.Time) {
+	t.State = state
+	t.FinishedAt = now
+	t.UpdatedAt = now
+}
+
+func requeue(t *lease.Task, runAfter, now time.Time) {
+	t.State = lease.TaskQueued
+	t.RunAfter = runAfter
+	t.UpdatedAt = now
+}
+
+// Cancel cancels a queued task at once or marks a running one.
+func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
+	now, err := p.lock(ctx)
+	if err != nil {
+		return "", fmt.Errorf("cancel task %d: %w", taskID, err)
+	}
+	defer p.mu.Unlock()
+	t := p.tasks[taskID]
+	if t == nil {
+		return "", fmt.Errorf("cancel task %d: %w", taskID, lease.ErrNotFound)
+	}
+	switch t.State {
+	case lease.TaskQueued:
+		finish(t, lease.TaskCancelled, now)
+	case lease.TaskRunning:
+		t.CancelRequested = true
+		t.UpdatedAt = now
+	case lease.TaskDone, lease.TaskFailed:
+		return t.State, fmt.Errorf("cancel task %d: %w: it is already %s", taskID, lease.ErrConflict, t.State)
+	}
+	return t.State, nil
+}
+
+// Retry queues a failed or cancelled task again with fresh attempts.
+func (p *Provider) Retry(ctx context.Context, taskID int64) error {
+	now, err := p.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("retry task %d: %w", taskID, err)
+	}
+	defer p.mu.Unlock()
+	t := p.tasks[taskID]
+	if t == nil {
+		return fmt.Errorf("retry task %d: %w", taskID, lease.ErrNotFound)
+	}
+	if t.State != lease.TaskFailed && t.State != lease.TaskCancelled {
+		return fmt.Errorf("retry task %d: %w: it is %s, not failed or cancelled", taskID, lease.ErrConflict, t.State)
+	}
+	if other := p.unfinishedWithKey(t.DedupeKey); other != nil {
+		return fmt.Errorf("retry task %d: %w: task %d holds dedupe key %q", taskID, lease.ErrConflict, other.ID, t.DedupeKey)
+	}
+	t.Attempts = 0
+	t.CancelRequested = false
+	t.FinishedAt = time.Time{}
+	requeue(t, now, now)
+	return nil
+}
+
+// AbandonOwner abandons every running run of owner held by another instance.
+func (p *Provider) AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error) {
+	now, err := p.lock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("abandon runs of %s: %w", owner, err)
+	}
+	defer p.mu.Unlock()
+	var ids []int64
+	for id, r := range p.live {
+		if r.Owner == owner && r.Instance != keepInstance {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		p.end(p.runs[id], lease.Settlement{Outcome: lease.RunAbandoned, Summary: summary}, now)
+	}
+	return ids, nil
+}

@@ -1,0 +1,401 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// Ensure an enqueue fills its defaults and keeps what it was given.
+func testEnqueueDefaults(t *testing.T, p lease.Provider) {
+	id := mustEnqueue(t, p, lease.EnqueueParams{Agent: "a"})
+	tk := mustTask(t, p, id)
+	if tk.Lane != lease.DefaultLane || string(tk.Payload) != "{}" || tk.MaxAttempts != lease.DefaultMaxAttempts ||
+		tk.Priority != 0 || tk.State != lease.TaskQueued || tk.Attempts != 0 || tk.CreatedAt.IsZero() ||
+		tk.CancelRequested || !tk.FinishedAt.IsZero() {
+		t.Fatalf("task with defaults: got %+v", tk)
+	}
+	if tk.RunAfter.After(tk.CreatedAt.Add(time.Second)) {
+		t.Errorf("task with no delay runs after %v, created %v", tk.RunAfter, tk.CreatedAt)
+	}
+	lanes, err := p.Lanes(context.Background())
+	if err != nil || len(lanes) != 1 {
+		t.Fatalf("lanes after the first enqueue: got %+v, %v; want the default lane", lanes, err)
+	}
+	if l := lanes[0]; l.Name != lease.DefaultLane || l.MaxRunning != 1 || l.Paused || l.Queued != 1 || l.Running != 0 {
+		t.Errorf("lane created by enqueue: got %+v, want limit 1, not paused, one queued", l)
+	}
+
+	delayed := task("later", "a")
+	delayed.Delay = time.Hour
+	tk = mustTask(t, p, mustEnqueue(t, p, delayed))
+	if !near(tk.RunAfter, tk.CreatedAt.Add(time.Hour), time.Second) {
+		t.Errorf("task delayed an hour: runs after %v, created %v", tk.RunAfter, tk.CreatedAt)
+	}
+	at := time.Now().Add(-90 * time.Minute).Truncate(time.Millisecond)
+	ep := task("at", "a")
+	ep.RunAfter, ep.Priority, ep.MaxAttempts, ep.DedupeKey = at, -7, 9, "key-at"
+	tk = mustTask(t, p, mustEnqueue(t, p, ep))
+	if !tk.RunAfter.Equal(at) || tk.Priority != -7 || tk.MaxAttempts != 9 || tk.DedupeKey != "key-at" {
+		t.Errorf("task with every field: got %+v", tk)
+	}
+}
+
+// Ensure a dedupe key returns the unfinished task that holds it, even under
+// racing enqueues, and is free again once that task finishes.
+func testEnqueueDedupe(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	ep := task("dedupe", "a")
+	ep.DedupeKey, ep.Payload = "k1", []byte(`{"v":1}`)
+	id := mustEnqueue(t, p, ep)
+	dup := ep
+	dup.Payload = []byte(`{"v":2}`)
+	checkDup := func(what string) {
+		t.Helper()
+		got, existed, err := p.Enqueue(ctx, dup)
+		if err != nil || got != id || !existed {
+			t.Fatalf("enqueue with the key of a %s task: got %d, %v, %v; want %d, true", what, got, existed, err, id)
+		}
+	}
+	checkDup("queued")
+	if tk := mustTask(t, p, id); string(tk.Payload) != `{"v":1}` {
+		t.Errorf("a duplicate enqueue changed the payload to %s", tk.Payload)
+	}
+	if n := len(mustTasks(t, p, lease.TaskFilter{})); n != 1 {
+		t.Errorf("a duplicate enqueue wrote a task: %d tasks, want 1", n)
+	}
+	l := mustClaim(t, p, claimIn("dedupe"))
+	checkDup("running")
+	mustSettle(t, p, complete(l.RunID))
+	if got, existed, err := p.Enqueue(ctx, dup); err != nil || existed || got == id {
+		t.Fatalf("enqueue with the key of a done task: got %d, %v, %v; want a new task", got, existed, err)
+	}
+	plain := task("dedupe", "a")
+	if mustEnqueue(t, p, plain) == mustEnqueue(t, p, plain) {
+		t.Errorf("two enqueues without a key returned the same task")
+	}
+
+	ep.DedupeKey = "k2"
+	var mu sync.Mutex
+	got := map[int64]int{}
+	var created atomic.Int64
+	race(16, func(int) {
+		id, existed, err := p.Enqueue(ctx, ep)
+		if err != nil {
+			t.Errorf("racing enqueue: %v", err)
+			return
+		}
+		if !existed {
+			created.Add(1)
+		}
+		mu.Lock()
+		got[id]++
+		mu.Unlock()
+	})
+	if len(got) != 1 || created.Load() != 1 {
+		t.Errorf("16 racing enqueues with one key: got ids %v, %d created; want one id, created once", got, created.Load())
+	}
+}
+
+// Ensure malformed requests are refused with ErrInvalid and write nothing.
+func testEnqueueInvalid(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	big := []byte(`"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"`)
+	for name, ep := range map[string]lease.EnqueueParams{
+		"bad lane":          {Lane: "Bad Lane", Agent: "a"},
+		"bad agent":         {Lane: "ok", Agent: "-a"},
+		"no agent":          {Lane: "ok"},
+		"payload not JSON":  {Lane: "ok", Agent: "a", Payload: []byte(`{"a":`)},
+		"payload too large": {Lane: "ok", Agent: "a", Payload: big},
+		"negative attempts": {Lane: "ok", Agent: "a", MaxAttempts: -1},
+		"negative delay":    {Lane: "ok", Agent: "a", Delay: -time.Second},
+	} {
+		if _, _, err := p.Enqueue(ctx, ep); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("enqueue with %s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	if ts := mustTasks(t, p, lease.TaskFilter{}); len(ts) != 0 {
+		t.Errorf("refused enqueues wrote %d tasks", len(ts))
+	}
+	if ls, err := p.Lanes(ctx); err != nil || len(ls) != 0 {
+		t.Errorf("refused enqueues left lanes %+v, %v", ls, err)
+	}
+	for name, cp := range map[string]lease.ClaimParams{
+		"negative lease": {Owner: "o", Lease: -time.Second},
+		"no owner":       {Lease: time.Second},
+		"bad lane":       {Owner: "o", Lanes: []string{"ok", "NOT OK"}},
+		"bad agent":      {Owner: "o", Agent: "Agent!"},
+	} {
+		if _, err := p.Claim(ctx, cp); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("claim with %s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	neg, zero := -1, 0
+	for name, u := range map[string]lease.LaneUpdate{
+		"bad name":       {Name: "a b", MaxRunning: &zero},
+		"negative limit": {Name: "ok", MaxRunning: &neg},
+	} {
+		if _, err := p.SetLane(ctx, u); !errors.Is(err, lease.ErrInvalid) {
+			t.Errorf("set lane with %s: got %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// Ensure pausing a lane stops claims in it and its limit can be raised and
+// lowered at any time.
+func testLanesPauseAndLimit(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	for range 5 {
+		mustEnqueue(t, p, task("pl", "a"))
+	}
+	set := func(u lease.LaneUpdate) lease.Lane {
+		t.Helper()
+		l, err := p.SetLane(ctx, u)
+		if err != nil {
+			t.Fatalf("set lane %+v: %v", u, err)
+		}
+		return l
+	}
+	yes, no, three, one := true, false, 3, 1
+	if l := set(lease.LaneUpdate{Name: "pl", Paused: &yes}); !l.Paused || l.MaxRunning != 1 {
+		t.Fatalf("paused lane: got %+v, want paused with limit 1", l)
+	}
+	mustNoWork(t, p, claimIn("pl"))
+	mustNoWork(t, p, claimIn())
+	if l := set(lease.LaneUpdate{Name: "pl", Paused: &no}); l.Paused {
+		t.Fatalf("resumed lane: got %+v", l)
+	}
+	first := mustClaim(t, p, claimIn("pl"))
+	mustNoWork(t, p, claimIn("pl"))
+	if l := set(lease.LaneUpdate{Name: "pl", MaxRunning: &three}); l.MaxRunning != 3 || l.Paused {
+		t.Fatalf("lane with a new limit: got %+v", l)
+	}
+	second, third := mustClaim(t, p, claimIn("pl")), mustClaim(t, p, claimIn("pl"))
+	mustNoWork(t, p, claimIn("pl"))
+	checkLane(t, p, "pl", lease.Lane{Name: "pl", MaxRunning: 3, Running: 3, Queued: 2})
+
+	set(lease.LaneUpdate{Name: "pl", MaxRunning: &one})
+	mustSettle(t, p, complete(first.RunID))
+	mustSettle(t, p, complete(second.RunID))
+	mustNoWork(t, p, claimIn("pl")) // one still running, limit 1
+	set(lease.LaneUpdate{Name: "pl", Paused: &yes})
+	if res := beat(t, p, lease.Beat{RunID: third.RunID, Lease: longLease}); res.Err != nil {
+		t.Errorf("heartbeat in a paused lane: %v", res.Err)
+	}
+	mustSettle(t, p, complete(third.RunID))
+	mustNoWork(t, p, claimIn("pl"))
+	checkLane(t, p, "pl", lease.Lane{Name: "pl", MaxRunning: 1, Paused: true, Queued: 2})
+	set(lease.LaneUpdate{Name: "pl", Paused: &no})
+	mustClaim(t, p, claimIn("pl"))
+
+	if l := set(lease.LaneUpdate{Name: "fresh", Paused: &yes}); l.MaxRunning != 1 || !l.Paused || l.Queued != 0 {
+		t.Errorf("lane created by set lane: got %+v, want limit 1, paused", l)
+	}
+}
+
+func checkLane(t *testing.T, p lease.Provider, name string, want lease.Lane) {
+	t.Helper()
+	lanes, err := p.Lanes(context.Background())
+	if err != nil {
+		t.Fatalf("lanes: %v", err)
+	}
+	for _, l := range lanes {
+		if l.Name == name {
+			if l.MaxRunning != want.MaxRunning || l.Paused != want.Paused || l.Running != want.Running || l.Queued != want.Queued {
+				t.Errorf("lane %s: got limit %d paused %v running %d queued %d; want %d %v %d %d", name,
+					l.MaxRunning, l.Paused, l.Running, l.Queued, want.MaxRunning, want.Paused, want.Running, want.Queued)
+			}
+			return
+		}
+	}
+	t.Errorf("lane %s missing from %+v", name, lanes)
+}
+
+// Ensure prune deletes only finished tasks old enough, with their runs, and
+// that a dry run deletes nothing.
+func testPrune(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	mustSetLane(t, p, "prune", 5)
+	done := mustEnqueue(t, p, task("prune", "a"))
+	doneRun := mustClaim(t, p, claimIn("prune"))
+	mustSettle(t, p, complete(doneRun.RunID))
+	ep := task("prune", "a")
+	ep.MaxAttempts = 1
+	failed := mustEnqueue(t, p, ep)
+	failedRun := mustClaim(t, p, claimIn("prune"))
+	mustSettle(t, p, lease.Settlement{RunID: failedRun.RunID, Outcome: lease.RunFailed})
+	cancelled := mustEnqueue(t, p, task("prune", "a"))
+	if _, err := p.Cancel(ctx, cancelled); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	running := mustEnqueue(t, p, task("prune", "a"))
+	live := mustClaim(t, p, claimIn("prune"))
+	queued := mustEnqueue(t, p, task("prune", "a"))
+
+	if res, err := p.Prune(ctx, time.Hour, false); err != nil || res.Tasks != 0 || res.Runs != 0 {
+		t.Fatalf("prune older than an hour: got %+v, %v; want nothing", res, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	res, err := p.Prune(ctx, 10*time.Millisecond, true)
+	if err != nil || res.Tasks != 3 || res.Runs != 2 {
+		t.Fatalf("dry-run prune: got %+v, %v; want 3 tasks and 2 runs", res, err)
+	}
+	for _, id := range []int64{done, failed, cancelled} {
+		mustTask(t, p, id)
+	}
+	res, err = p.Prune(ctx, 10*time.Millisecond, false)
+	if err != nil || res.Tasks != 3 || res.Runs != 2 || fmt.Sprint(idsOf(res.RunIDs, func(id int64) int64 { return id })) !=
+		fmt.Sprint(idsOf([]int64{doneRun.RunID, failedRun.RunID}, func(id int64) int64 { return id })) {
+		t.Fatalf("prune: got %+v, %v; want 3 tasks and runs %d %d", res, err, doneRun.RunID, failedRun.RunID)
+	}
+	for _, id := range []int64{done, failed, cancelled} {
+		if _, err := p.Task(ctx, id); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("pruned task %d: got %v, want ErrNotFound", id, err)
+		}
+	}
+	for _, id := range []int64{doneRun.RunID, failedRun.RunID} {
+		if _, err := p.Run(ctx, id); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("pruned run %d: got %v, want ErrNotFound", id, err)
+		}
+	}
+	wantState(t, p, running, lease.TaskRunning)
+	wantState(t, p, queued, lease.TaskQueued)
+	mustRun(t, p, live.RunID)
+	checkConsistent(t, p)
+}
+
+// Ensure one tick of a periodic schedule enqueues exactly once however many
+// callers race for it, and that older ticks are refused.
+func testPeriodicExactlyOnce(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	if last, err := p.PeriodicLast(ctx, "nightly"); err != nil || !last.IsZero() {
+		t.Fatalf("last tick of a new schedule: got %v, %v; want zero", last, err)
+	}
+	tick := time.Now().Truncate(time.Second)
+	fire := func(tick time.Time, callers int) int64 {
+		var won atomic.Int64
+		race(callers, func(int) {
+			ok, err := p.PeriodicTick(ctx, "nightly", tick, task("periodic", "cron"))
+			if err != nil {
+				t.Errorf("periodic tick: %v", err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+		return won.Load()
+	}
+	if won := fire(tick, 24); won != 1 {
+		t.Fatalf("24 callers of one tick: %d enqueued, want 1", won)
+	}
+	if won := fire(tick.Add(-time.Minute), 4); won != 0 {
+		t.Errorf("an older tick: %d enqueued, want 0", won)
+	}
+	next := tick.Add(time.Minute)
+	if won := fire(next, 12); won != 1 {
+		t.Errorf("12 callers of the next tick: %d enqueued, want 1", won)
+	}
+	if n := len(mustTasks(t, p, lease.TaskFilter{Lane: "periodic"})); n != 2 {
+		t.Errorf("tasks enqueued by two ticks: %d, want 2", n)
+	}
+	if last, err := p.PeriodicLast(ctx, "nightly"); err != nil || !last.Equal(next) {
+		t.Errorf("last tick: got %v, %v; want %v", last, err, next)
+	}
+	if ok, err := p.PeriodicTick(ctx, "weekly", tick, task("periodic", "cron")); err != nil || !ok {
+		t.Errorf("first tick of another schedule: got %v, %v; want true", ok, err)
+	}
+}
+
+// Ensure listings filter, order and return what was stored, payload byte
+// for byte.
+func testListings(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	raw := []byte("{\"b\": 2,  \"a\": [1, 2.50, \"\\u00e9\"],\n \"c\": {}}")
+	mustSetLane(t, p, "list-1", 5)
+	id := mustEnqueue(t, p, lease.EnqueueParams{Lane: "list-1", Agent: "a", Payload: raw, MaxAttempts: 3})
+	if tk := mustTask(t, p, id); string(tk.Payload) != string(raw) {
+		t.Errorf("stored payload: got %s, want %s", tk.Payload, raw)
+	}
+	for i := 1; i <= 3; i++ {
+		l := mustClaim(t, p, claimIn("list-1"))
+		if string(l.Payload) != string(raw) {
+			t.Errorf("claimed payload: got %s, want %s", l.Payload, raw)
+		}
+		if i < 3 {
+			mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, RetryIn: time.Millisecond})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	mustEnqueue(t, p, task("list-1", "a"))
+	mustEnqueue(t, p, task("list-1", "b"))
+	mustEnqueue(t, p, task("list-2", "a"))
+	other := claimIn("list-2")
+	other.Owner = "someone-else"
+	mustClaim(t, p, other)
+
+	for _, c := range []struct {
+		f    lease.TaskFilter
+		want int
+	}{
+		{lease.TaskFilter{}, 4},
+		{lease.TaskFilter{Lane: "list-1"}, 3},
+		{lease.TaskFilter{Agent: "a"}, 3},
+		{lease.TaskFilter{State: lease.TaskRunning}, 2},
+		{lease.TaskFilter{Lane: "list-1", Agent: "a", State: lease.TaskQueued}, 1},
+		{lease.TaskFilter{Limit: 2}, 2},
+	} {
+		if got := mustTasks(t, p, c.f); len(got) != c.want {
+			t.Errorf("tasks %+v: got %d, want %d", c.f, len(got), c.want)
+		}
+	}
+
+	runs := mustRuns(t, p, lease.RunFilter{TaskID: id})
+	if len(runs) != 3 {
+		t.Fatalf("runs of task %d: got %d, want 3", id, len(runs))
+	}
+	for i, r := range runs {
+		if r.Attempt != i+1 || r.TaskID != id {
+			t.Errorf("runs of task %d in attempt order: run %d is attempt %d of task %d", id, i, r.Attempt, r.TaskID)
+		}
+	}
+	all := mustRuns(t, p, lease.RunFilter{})
+	if len(all) != 4 {
+		t.Fatalf("all runs: got %d, want 4", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].StartedAt.After(all[i-1].StartedAt) {
+			t.Errorf("runs are not newest first: %d started %v after %d started %v", all[i].ID, all[i].StartedAt, all[i-1].ID, all[i-1].StartedAt)
+		}
+	}
+	for _, c := range []struct {
+		f    lease.RunFilter
+		want int
+	}{
+		{lease.RunFilter{Lane: "list-2"}, 1},
+		{lease.RunFilter{Owner: "someone-else"}, 1},
+		{lease.RunFilter{State: lease.RunFailed}, 2},
+		{lease.RunFilter{State: lease.RunRunning, Lane: "list-1"}, 1},
+		{lease.RunFilter{Limit: 3}, 3},
+	} {
+		if got := mustRuns(t, p, c.f); len(got) != c.want {
+			t.Errorf("runs %+v: got %d, want %d", c.f, len(got), c.want)
+		}
+	}
+	checkLane(t, p, "list-1", lease.Lane{Name: "list-1", MaxRunning: 5, Running: 1, Queued: 2})
+	if _, err := p.Task(ctx, 1<<40); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("unknown task: got %v, want ErrNotFound", err)
+	}
+	if _, err := p.Run(ctx, 1<<40); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("unknown run: got %v, want ErrNotFound", err)
+	}
+	if err := p.Ping(ctx); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}

@@ -1,0 +1,426 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// raceDeadline bounds every racing test; reaching it is a failure.
+const raceDeadline = 20 * time.Second
+
+// pause sleeps for up to max, at random.
+func pause(max time.Duration) { time.Sleep(rand.N(max + 1)) }
+
+// race runs fn in n goroutines and waits for them.
+func race(n int, fn func(g int)) {
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() { fn(g) })
+	}
+	wg.Wait()
+}
+
+// laneTracker counts the runs a test holds per lane. A run is live from the
+// commit of its claim to the commit of its settlement, so counting from
+// after Claim returns to before Settle is called never counts more runs than
+// are live: the count must never pass the lane's limit.
+type laneTracker struct {
+	limit map[string]int
+	held  map[string]*atomic.Int64
+	peak  map[string]*atomic.Int64
+}
+
+func newLaneTracker(limits map[string]int) *laneTracker {
+	lt := &laneTracker{limit: limits, held: map[string]*atomic.Int64{}, peak: map[string]*atomic.Int64{}}
+	for name := range limits {
+		lt.held[name], lt.peak[name] = new(atomic.Int64), new(atomic.Int64)
+	}
+	return lt
+}
+
+// enter counts a claimed run and returns an error when its lane is over.
+func (lt *laneTracker) enter(lane string) error {
+	held := lt.held[lane]
+	if held == nil {
+		return fmt.Errorf("claim returned lane %q, which the test never used", lane)
+	}
+	n := held.Add(1)
+	for peak := lt.peak[lane]; ; {
+		old := peak.Load()
+		if n <= old || peak.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	if n > int64(lt.limit[lane]) {
+		return fmt.Errorf("lane %s: %d runs held at once, limit %d", lane, n, lt.limit[lane])
+	}
+	return nil
+}
+
+func (lt *laneTracker) leave(lane string) { lt.held[lane].Add(-1) }
+
+func (lt *laneTracker) report(t *testing.T) {
+	for name, peak := range lt.peak {
+		t.Logf("lane %s: limit %d, most runs held at once %d", name, lt.limit[name], peak.Load())
+	}
+}
+
+// taskGate detects two live runs of one task: a claim must find the task's
+// gate open.
+type taskGate map[int64]*atomic.Bool
+
+func newTaskGate(ids []int64) taskGate {
+	g := taskGate{}
+	for _, id := range ids {
+		g[id] = new(atomic.Bool)
+	}
+	return g
+}
+
+func (g taskGate) enter(l *lease.Lease) error {
+	gate := g[l.TaskID]
+	if gate == nil {
+		return fmt.Errorf("claim returned task %d, which the test never enqueued", l.TaskID)
+	}
+	if !gate.CompareAndSwap(false, true) {
+		return fmt.Errorf("task %d: run %d claimed while another run of it was live", l.TaskID, l.RunID)
+	}
+	return nil
+}
+
+func (g taskGate) leave(l *lease.Lease) { g[l.TaskID].Store(false) }
+
+// worker claims, holds and settles tasks until every one is done. It fails
+// an attempt with a short retry now and then, but never the last one, so
+// every task ends done exactly once.
+type worker struct {
+	p         lease.Provider
+	f         *failures
+	lanes     *laneTracker
+	gate      taskGate
+	done      *atomic.Int64
+	completed map[int64]*atomic.Int64
+}
+
+// settleHeld ends a claimed run: heartbeat, a short hold, then complete or
+// fail. It leaves the trackers before the settlement is sent.
+func (w *worker) settleHeld(l *lease.Lease) {
+	ctx := context.Background()
+	pause(time.Millisecond)
+	if rand.IntN(2) == 0 {
+		res, err := w.p.Heartbeat(ctx, lease.Beat{RunID: l.RunID, Lease: longLease})
+		if err != nil || len(res) != 1 || res[0].Err != nil {
+			w.f.errorf("heartbeat run %d: %v %+v", l.RunID, err, res)
+		}
+	}
+	pause(time.Millisecond)
+	s := complete(l.RunID)
+	if l.Attempt < l.MaxAttempts && rand.IntN(3) == 0 {
+		s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: "flaky", RetryIn: time.Millisecond}
+	}
+	w.gate.leave(l)
+	w.lanes.leave(l.Lane)
+	errs, err := w.p.Settle(ctx, s)
+	if err == nil && len(errs) == 1 {
+		err = errs[0]
+	}
+	if err != nil {
+		w.f.errorf("settle run %d as %s: %v", l.RunID, s.Outcome, err)
+		return
+	}
+	if s.Outcome == lease.RunCompleted {
+		w.completed[l.TaskID].Add(1)
+		w.done.Add(1)
+	}
+}
+
+// take records a claimed run in both trackers.
+func (w *worker) take(l *lease.Lease) {
+	if err := w.gate.enter(l); err != nil {
+		w.f.errorf("%v", err)
+	}
+	if err := w.lanes.enter(l.Lane); err != nil {
+		w.f.errorf("%v", err)
+	}
+}
+
+// raceSetup creates lanes with the given limits and spreads n tasks over
+// them with maxAttempts each.
+func raceSetup(t *testing.T, p lease.Provider, limits map[string]int, n, maxAttempts int) ([]int64, *worker) {
+	t.Helper()
+	var names []string
+	for name, limit := range limits {
+		mustSetLane(t, p, name, limit)
+		names = append(names, name)
+	}
+	w := &worker{p: p, f: &failures{t: t}, lanes: newLaneTracker(limits), done: new(atomic.Int64),
+		completed: map[int64]*atomic.Int64{}}
+	var tasks []int64
+	for i := range n {
+		ep := task(names[i%len(names)], "racer")
+		ep.MaxAttempts = maxAttempts
+		ep.Payload = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		id := mustEnqueue(t, p, ep)
+		tasks = append(tasks, id)
+		w.completed[id] = new(atomic.Int64)
+	}
+	w.gate = newTaskGate(tasks)
+	return tasks, w
+}
+
+// checkAllDoneOnce checks that every task is done, was completed exactly
+// once, and that the stored runs agree.
+func checkAllDoneOnce(t *testing.T, p lease.Provider, w *worker, tasks []int64) {
+	t.Helper()
+	if t.Failed() {
+		return // the race already reported what broke
+	}
+	for _, id := range tasks {
+		if n := w.completed[id].Load(); n != 1 {
+			t.Errorf("task %d: completed %d times by the test, want 1", id, n)
+		}
+		wantState(t, p, id, lease.TaskDone)
+		completed := 0
+		for _, r := range mustRuns(t, p, lease.RunFilter{TaskID: id}) {
+			if r.State == lease.RunCompleted {
+				completed++
+			}
+		}
+		if completed != 1 {
+			t.Errorf("task %d: %d completed runs, want 1", id, completed)
+		}
+	}
+	checkConsistent(t, p)
+}
+
+// checkConsistent checks what every claim must leave behind, whatever
+// happened to the claimer: each task's attempts equal its runs, numbered
+// 1..n; a running task has exactly one running run, any other task none;
+// every run belongs to a task; no lane has more running runs than its limit.
+func checkConsistent(t *testing.T, p lease.Provider) {
+	t.Helper()
+	tasks := mustTasks(t, p, lease.TaskFilter{})
+	runs := mustRuns(t, p, lease.RunFilter{})
+	byTask := map[int64][]lease.Run{}
+	for _, r := range runs {
+		byTask[r.TaskID] = append(byTask[r.TaskID], r)
+	}
+	for _, tk := range tasks {
+		checkTaskRuns(t, tk, byTask[tk.ID])
+		delete(byTask, tk.ID)
+	}
+	for id, rs := range byTask {
+		t.Errorf("%d runs belong to task %d, which does not exist", len(rs), id)
+	}
+	lanes, err := p.Lanes(context.Background())
+	if err != nil {
+		t.Fatalf("lanes: %v", err)
+	}
+	for _, l := range lanes {
+		if l.Running > l.MaxRunning {
+			t.Errorf("lane %s: %d running runs, limit %d", l.Name, l.Running, l.MaxRunning)
+		}
+	}
+}
+
+func checkTaskRuns(t *testing.T, tk lease.Task, rs []lease.Run) {
+	t.Helper()
+	if len(rs) != tk.Attempts {
+		t.Errorf("task %d: %d attempts but %d runs", tk.ID, tk.Attempts, len(rs))
+	}
+	seen := map[int]bool{}
+	running := 0
+	for _, r := range rs {
+		if r.Attempt < 1 || r.Attempt > len(rs) || seen[r.Attempt] {
+			t.Errorf("task %d: run %d has attempt %d; want each of 1..%d once", tk.ID, r.ID, r.Attempt, len(rs))
+		}
+		seen[r.Attempt] = true
+		if r.State == lease.RunRunning {
+			running++
+		}
+	}
+	want := 0
+	if tk.State == lease.TaskRunning {
+		want = 1
+	}
+	if running != want {
+		t.Errorf("task %d is %s with %d running runs, want %d", tk.ID, tk.State, running, want)
+	}
+}
+
+// untilDone loops fn until every task is done or the deadline passes.
+func untilDone(t *testing.T, w *worker, n int, fn func()) {
+	deadline := time.Now().Add(raceDeadline)
+	for w.done.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			w.f.errorf("only %d of %d tasks done after %s", w.done.Load(), n, raceDeadline)
+			return
+		}
+		if w.f.n.Load() > 0 {
+			return
+		}
+		fn()
+	}
+}
+
+// Ensure racing claims, some abandoned by their callers at random moments,
+// leave every task and run consistent.
+func testClaimAtomic(t *testing.T, p lease.Provider) {
+	limits := map[string]int{"atom-a": 3, "atom-b": 2, "atom-c": 1}
+	_, w := raceSetup(t, p, limits, 60, 100)
+	race(24, func(int) {
+		for range 15 {
+			ctx, cancel := context.WithCancel(context.Background())
+			timer := time.AfterFunc(rand.N(3*time.Millisecond), cancel)
+			l, err := p.Claim(ctx, claimIn())
+			if err != nil {
+				if !errors.Is(err, lease.ErrNoWork) && ctx.Err() == nil {
+					w.f.errorf("claim: %v", err)
+				}
+				timer.Stop()
+				cancel()
+				pause(time.Millisecond)
+				continue
+			}
+			var s lease.Settlement
+			switch rand.IntN(10) {
+			case 0: // keep it: the run stays live
+				timer.Stop()
+				cancel()
+				continue
+			case 1, 2, 3:
+				s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, RetryIn: time.Millisecond}
+			case 4:
+				s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned}
+			default:
+				s = complete(l.RunID)
+			}
+			// The settlement races the same cancellation; either outcome
+			// must leave a consistent state.
+			errs, err := p.Settle(ctx, s)
+			if err == nil && errs[0] != nil {
+				w.f.errorf("settle run %d: %v", l.RunID, errs[0])
+			}
+			timer.Stop()
+			cancel()
+		}
+	})
+	checkConsistent(t, p)
+}
+
+// Ensure a task never has two live runs while many goroutines claim,
+// heartbeat, fail and complete in one lane.
+func testClaimExclusiveUnderRace(t *testing.T, p lease.Provider) {
+	tasks, w := raceSetup(t, p, map[string]int{"excl": 8}, 40, 3)
+	race(24, func(int) {
+		untilDone(t, w, len(tasks), func() {
+			l, err := p.Claim(context.Background(), claimIn("excl"))
+			if errors.Is(err, lease.ErrNoWork) {
+				pause(2 * time.Millisecond)
+				return
+			}
+			if err != nil {
+				w.f.errorf("claim: %v", err)
+				return
+			}
+			w.take(l)
+			w.settleHeld(l)
+		})
+	})
+	checkAllDoneOnce(t, p, w, tasks)
+}
+
+// Ensure no lane ever holds more live runs than its limit while dozens of
+// goroutines claim over several lanes, some with limit 1 and some more.
+func testClaimLaneBoundUnderRace(t *testing.T, p lease.Provider) {
+	limits := map[string]int{"bound-a": 1, "bound-b": 1, "bound-c": 2, "bound-d": 3, "bound-e": 1, "bound-f": 4}
+	names := []string{"bound-a", "bound-b", "bound-c", "bound-d", "bound-e", "bound-f"}
+	tasks, w := raceSetup(t, p, limits, 200, 2)
+	race(32, func(int) {
+		untilDone(t, w, len(tasks), func() {
+			var lanes []string // none: any lane
+			if rand.IntN(2) == 0 {
+				for _, i := range rand.Perm(len(names))[:1+rand.IntN(3)] {
+					lanes = append(lanes, names[i])
+				}
+			}
+			l, err := p.Claim(context.Background(), claimIn(lanes...))
+			if errors.Is(err, lease.ErrNoWork) {
+				pause(2 * time.Millisecond)
+				return
+			}
+			if err != nil {
+				w.f.errorf("claim %v: %v", lanes, err)
+				return
+			}
+			w.take(l)
+			w.settleHeld(l)
+		})
+	})
+	w.lanes.report(t)
+	checkAllDoneOnce(t, p, w, tasks)
+}
+
+// Ensure ClaimMany never takes a lane past its limit, alone or racing.
+func testClaimManyLaneBound(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	mustSetLane(t, p, "many-a", 2)
+	paused := true
+	if _, err := p.SetLane(ctx, lease.LaneUpdate{Name: "many-p", Paused: &paused}); err != nil {
+		t.Fatalf("pause lane: %v", err)
+	}
+	for range 4 {
+		for _, lane := range []string{"many-a", "many-b", "many-p"} {
+			mustEnqueue(t, p, task(lane, "a"))
+		}
+	}
+	got, err := p.ClaimMany(ctx, claimIn(), 10)
+	if err != nil {
+		t.Fatalf("claim many: %v", err)
+	}
+	perLane := map[string]int{}
+	for _, l := range got {
+		perLane[l.Lane]++
+	}
+	if len(got) != 3 || perLane["many-a"] != 2 || perLane["many-b"] != 1 {
+		t.Fatalf("claim many of 10: got %v per lane, want many-a:2 many-b:1", perLane)
+	}
+	if again, err := p.ClaimMany(ctx, claimIn(), 10); err != nil || len(again) != 0 {
+		t.Fatalf("claim many with every lane full: got %d leases, error %v; want none and nil", len(again), err)
+	}
+	mustSettle(t, p, complete(got[0].RunID))
+	if one, err := p.ClaimMany(ctx, claimIn(got[0].Lane), 5); err != nil || len(one) != 1 {
+		t.Fatalf("claim many after one settled: got %d leases, error %v; want 1", len(one), err)
+	}
+	checkConsistent(t, p)
+
+	tasks, w := raceSetup(t, p, map[string]int{"many-r1": 2, "many-r2": 3}, 40, 2)
+	race(8, func(int) {
+		untilDone(t, w, len(tasks), func() {
+			ls, err := p.ClaimMany(ctx, claimIn("many-r1", "many-r2"), 1+rand.IntN(4))
+			if err != nil {
+				w.f.errorf("claim many: %v", err)
+				return
+			}
+			if len(ls) == 0 {
+				pause(2 * time.Millisecond)
+			}
+			for _, l := range ls {
+				w.take(l)
+			}
+			for _, l := range ls {
+				w.settleHeld(l)
+			}
+		})
+	})
+	w.lanes.report(t)
+	checkAllDoneOnce(t, p, w, tasks)
+}

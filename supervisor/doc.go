@@ -1,0 +1,35 @@
+// Package supervisor runs claimed tasks as child processes, heartbeats their
+// leases and settles their runs.
+//
+// # Children
+//
+// Each run is one child in its own process group, started from a single
+// long-lived OS thread (on Linux the parent-death signal fires when the
+// creating thread exits, so that thread never exits). The payload arrives on
+// stdin; the environment is an allowlist of the daemon's (PATH, HOME, USER,
+// LANG, LC_*, TZ and the like) plus the QD_ variables and the agent's own
+// env, so database URLs, PG* variables and systemd's sockets never leak.
+// stdout and stderr go to <StateDir>/runs/<run_id>.log, through pipes the
+// supervisor owns and reads with fixed buffers: endless output, endless lines
+// and grandchildren that keep a pipe open cost bounded memory and never block
+// the child or the daemon. Every child's group and start time are recorded
+// under <StateDir>/children so that KillOrphans can kill the groups a crashed
+// incarnation left behind, and never a recycled pid.
+//
+// # Leases
+//
+// One loop heartbeats every live run with one Provider.Heartbeat call per
+// pass. Each run keeps a local deadline, measured with the monotonic clock
+// from when its last successful heartbeat was sent, plus the lease, minus a
+// margin. If a heartbeat reports the lease lost, or the deadline passes
+// without an answer, the child's group is killed at once: two copies of one
+// task must never run. Database errors are logged and retried; the loop never
+// returns because of them.
+//
+// # Outcomes
+//
+// Exit 0 completes the run, a non-zero exit fails the attempt, death by
+// signal, timeout, stall and shutdown abandon it, a cancel request cancels it,
+// and a lost lease settles nothing. Runs that end close together are settled
+// in one Provider.Settle call.
+package supervisor

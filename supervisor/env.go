@@ -1,0 +1,47 @@
+package supervisor
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// allowedEnv names the daemon variables a child inherits. Anything else (the
+// database URL, PG*, NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*) stays behind.
+var allowedEnv = map[string]bool{
+	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true,
+	"LANG": true, "TZ": true, "TMPDIR": true, "TERM": true,
+}
+
+func inherited(name string) bool {
+	return allowedEnv[name] || strings.HasPrefix(name, "LC_")
+}
+
+// childEnv builds a child's environment from parent (os.Environ form): the
+// allowlisted variables, then the agent's env, then the QD_ variables, which
+// nothing may override.
+func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string) []string {
+	m := map[string]string{}
+	for _, kv := range parent {
+		if k, v, ok := strings.Cut(kv, "="); ok && inherited(k) {
+			m[k] = v
+		}
+	}
+	for k, v := range agentEnv {
+		m[k] = v
+	}
+	m["QD_TASK_ID"] = strconv.FormatInt(l.TaskID, 10)
+	m["QD_RUN_ID"] = strconv.FormatInt(l.RunID, 10)
+	m["QD_LANE"] = l.Lane
+	m["QD_AGENT"] = l.Agent
+	m["QD_ATTEMPT"] = strconv.Itoa(l.Attempt)
+	m["QD_MAX_ATTEMPTS"] = strconv.Itoa(l.MaxAttempts)
+	env := make([]string, 0, len(m))
+	for k, v := range m {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}

@@ -1,0 +1,149 @@
+package supervisor
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// tailSize bounds the output kept in memory for the run's output_tail.
+	tailSize = 8 << 10
+	// lineMax bounds the last stdout line kept for the summary.
+	lineMax = 200
+	// readBuf is the fixed read size for a child's pipes.
+	readBuf = 32 << 10
+)
+
+// output collects a child's stdout and stderr: the whole of it into the run
+// log, the last tailSize bytes into a ring, and the last non-empty stdout line
+// (at most lineMax bytes) for the summary. Memory stays fixed whatever the
+// child writes.
+type output struct {
+	mu      sync.Mutex
+	log     io.Writer // the run log; nil after a write error
+	logErr  error
+	ring    [tailSize]byte
+	n       int64 // bytes written in all
+	cur     []byte
+	curLong bool
+	last    string
+	// lastAt is when output last arrived, in ns on the supervisor's
+	// monotonic clock (see Supervisor.mono); zero when none yet.
+	lastAt atomic.Int64
+	// lastWall is the same instant on the wall clock, for display.
+	lastWall atomic.Int64
+}
+
+func newOutput(log io.Writer) *output {
+	return &output{log: log, cur: make([]byte, 0, lineMax)}
+}
+
+// copyFrom reads r to its end with a fixed buffer.
+func (o *output) copyFrom(r io.Reader, stdout bool, mono func() int64) {
+	buf := make([]byte, readBuf)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			o.lastAt.Store(mono())
+			o.lastWall.Store(time.Now().UnixNano())
+			o.write(buf[:n], stdout)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (o *output) write(p []byte, stdout bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.log != nil {
+		if _, err := o.log.Write(p); err != nil {
+			o.log, o.logErr = nil, err
+		}
+	}
+	o.toRing(p)
+	if stdout {
+		o.toLine(p)
+	}
+}
+
+func (o *output) toRing(p []byte) {
+	if len(p) > tailSize {
+		p = p[len(p)-tailSize:]
+	}
+	at := int(o.n % tailSize)
+	c := copy(o.ring[at:], p)
+	copy(o.ring[:], p[c:])
+	o.n += int64(len(p))
+}
+
+func (o *output) toLine(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		room := lineMax - len(o.cur)
+		if len(chunk) > room {
+			o.cur = append(o.cur, chunk[:room]...)
+			o.curLong = true
+		} else {
+			o.cur = append(o.cur, chunk...)
+		}
+		if i < 0 {
+			return
+		}
+		o.endLine()
+		p = p[i+1:]
+	}
+}
+
+// endLine keeps the current line as the last one if it has any text.
+func (o *output) endLine() {
+	if s := strings.TrimSpace(clean(o.cur)); s != "" {
+		if o.curLong {
+			s += "…"
+		}
+		o.last = s
+	}
+	o.cur, o.curLong = o.cur[:0], false
+}
+
+// tail returns the last tailSize bytes as valid text.
+func (o *output) tail() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n <= tailSize {
+		return clean(o.ring[:o.n])
+	}
+	at := int(o.n % tailSize)
+	b := append(append(make([]byte, 0, tailSize), o.ring[at:]...), o.ring[:at]...)
+	// Drop a rune cut in half at the start.
+	for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+		b = b[1:]
+	}
+	return clean(b)
+}
+
+// lastLine returns the last non-empty stdout line, counting an unfinished one.
+func (o *output) lastLine() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.cur) > 0 {
+		o.endLine()
+	}
+	return o.last
+}
+
+// clean makes b storable as text: valid UTF-8 and no NUL bytes.
+func clean(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}

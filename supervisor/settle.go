@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// maxSettleBatch bounds one Settle call.
+const maxSettleBatch = 256
+
+// settleReq is one settlement waiting for the settler.
+type settleReq struct {
+	st      lease.Settlement
+	expires int64 // mono ns: retry no later than this
+	done    chan error
+}
+
+// settle hands st to the settler and waits for its answer. expires is when
+// the lease would run out (mono ns); after that a failed call is not retried.
+func (s *Supervisor) settle(st lease.Settlement, expires int64) error {
+	req := &settleReq{st: st, expires: expires, done: make(chan error, 1)}
+	select {
+	case s.settleCh <- req:
+	case <-s.stopSet:
+		return fmt.Errorf("settle run %d: %w", st.RunID, errGaveUp)
+	}
+	return <-req.done
+}
+
+// settleLoop group-commits: each Settle call carries every settlement that
+// queued up while the previous one was in flight.
+func (s *Supervisor) settleLoop() {
+	for {
+		var batch []*settleReq
+		select {
+		case req := <-s.settleCh:
+			batch = append(batch, req)
+		case <-s.stopSet:
+			return
+		}
+	more:
+		for len(batch) < maxSettleBatch {
+			select {
+			case req := <-s.settleCh:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		s.settleBatch(batch)
+	}
+}
+
+// settleBatch calls Settle until it answers or every lease in the batch
+// would have expired, backing off between tries.
+func (s *Supervisor) settleBatch(batch []*settleReq) {
+	backoff := 100 * time.Millisecond
+	for {
+		sts := make([]lease.Settlement, len(batch))
+		for i, req := range batch {
+			sts[i] = req.st
+		}
+		ctx, cancel := context.WithTimeout(s.stopCtx, 10*time.Second)
+		errs, err := s.cfg.Provider.Settle(ctx, sts...)
+		cancel()
+		if err == nil {
+			for i, req := range batch {
+				var e error
+				if i < len(errs) && errs[i] != nil {
+					e = fmt.Errorf("settle run %d: %w", req.st.RunID, errs[i])
+				}
+				req.done <- e
+			}
+			return
+		}
+		s.log.Error("settle runs", "runs", len(batch), "error", err)
+		now := s.mono()
+		live := batch[:0]
+		for _, req := range batch {
+			if now >= req.expires {
+				req.done <- fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err)
+			} else {
+				live = append(live, req)
+			}
+		}
+		if batch = live; len(batch) == 0 {
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-s.stopSet:
+			for _, req := range batch {
+				req.done <- fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err)
+			}
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

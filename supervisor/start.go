@@ -1,0 +1,171 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+	"golang.org/x/sys/unix"
+)
+
+// Start runs the task of l as a child now. It returns ErrShuttingDown once
+// Drain has begun, and an error when the child could not be started; in both
+// cases it settles the run itself (abandoned and refunded, or failed with a
+// summary naming the program and the errno).
+func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
+	spec = spec.withDefaults()
+	r := s.newRun(l, spec)
+	s.mu.Lock()
+	if _, dup := s.runs[l.RunID]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("start run %d: already running", l.RunID)
+	}
+	if s.draining {
+		s.mu.Unlock()
+		go s.finish(r, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned,
+			Refund: true, Summary: "supervisor shutdown"}, true)
+		return fmt.Errorf("start run %d: %w", l.RunID, ErrShuttingDown)
+	}
+	s.runs[l.RunID] = r
+	s.mu.Unlock()
+	if err := s.launch(r); err != nil {
+		r.log.Error("cannot start child", "error", err)
+		close(r.exited)
+		go s.finish(r, startFailure(l, spec, err), true)
+		return fmt.Errorf("start run %d: %w", l.RunID, err)
+	}
+	r.log.Info("child started", "pid", r.pid, "command", spec.Command)
+	s.poke()
+	return nil
+}
+
+func (s *Supervisor) newRun(l *lease.Lease, spec Spec) *run {
+	now := s.mono()
+	sent := now
+	if !spec.Claimed.IsZero() {
+		sent = min(now, int64(spec.Claimed.Sub(s.epoch)))
+	}
+	r := &run{
+		l: l, spec: spec, started: time.Now(), startNs: now,
+		log:     s.log.With("run_id", l.RunID, "task_id", l.TaskID, "agent", spec.Agent),
+		out:     newOutput(nil),
+		outDone: make(chan struct{}),
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	r.hb = beatState{sentAt: sent, ackAt: sent, expires: l.LeaseExpiresAt,
+		deadline: sent + int64(spec.Lease-spec.margin()), next: sent + int64(spec.Heartbeat)}
+	return r
+}
+
+// launch opens the run log and pipes and starts the child.
+func (s *Supervisor) launch(r *run) error {
+	if len(r.spec.Command) == 0 {
+		return fmt.Errorf("agent %q has no command", r.spec.Agent)
+	}
+	logFile, err := os.OpenFile(LogPath(s.cfg.StateDir, r.l.RunID), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open run log: %w", err)
+	}
+	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
+	for i := 0; i < 6; i += 2 {
+		if ends[i], ends[i+1], err = os.Pipe(); err != nil {
+			closeAll(logFile, ends[:i]...)
+			return fmt.Errorf("create pipe: %w", err)
+		}
+	}
+	cmd := exec.Command(r.spec.Command[0], r.spec.Command[1:]...)
+	cmd.Dir = r.spec.Dir
+	cmd.Env = childEnv(os.Environ(), r.l, r.spec.Env)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
+	cmd.SysProcAttr = sysProcAttr()
+	err = spawn(cmd)
+	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
+	if err != nil {
+		closeAll(logFile, ends[1], ends[2], ends[4])
+		return err
+	}
+	r.cmd, r.logFile, r.stdin, r.pipes = cmd, logFile, ends[1], [2]*os.File{ends[2], ends[4]}
+	r.out.log = logFile
+	r.mu.Lock()
+	r.pid = cmd.Process.Pid
+	r.applyLocked() // a stop asked for while starting
+	r.mu.Unlock()
+	s.record(r)
+	s.pump(r)
+	go s.wait(r)
+	return nil
+}
+
+// pump feeds the payload and reads the output, each from its own goroutine,
+// so a child that never reads stdin blocks nothing.
+func (s *Supervisor) pump(r *run) {
+	go func() {
+		if _, err := r.stdin.Write(r.l.Payload); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
+			r.log.Warn("write payload", "error", err)
+		}
+		r.stdin.Close()
+	}()
+	done := make(chan struct{}, 2)
+	for i, p := range r.pipes {
+		go func() {
+			r.out.copyFrom(p, i == 0, s.mono)
+			done <- struct{}{}
+		}()
+	}
+	go func() {
+		<-done
+		<-done
+		close(r.outDone)
+	}()
+}
+
+func closeAll(f *os.File, more ...*os.File) {
+	if f != nil {
+		f.Close()
+	}
+	for _, m := range more {
+		if m != nil {
+			m.Close()
+		}
+	}
+}
+
+// startFailure is the settlement of a child that could not be started.
+func startFailure(l *lease.Lease, spec Spec, err error) lease.Settlement {
+	prog := ""
+	if len(spec.Command) > 0 {
+		prog = spec.Command[0]
+	}
+	msg := err.Error()
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &pe):
+		msg = fmt.Sprintf("start %s: %v", pe.Path, pe.Err)
+	case errors.As(err, &ee):
+		msg = fmt.Sprintf("start %s: %v", ee.Name, ee.Err)
+	case prog != "":
+		msg = fmt.Sprintf("start %s: %v", prog, err)
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		msg += " (" + unix.ErrnoName(errno) + ")"
+	}
+	return lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: bound(msg),
+		RetryIn: lease.Backoff(spec.RetryBackoff, l.Attempt)}
+}
+
+// bound cuts a summary to a sane length.
+func bound(s string) string {
+	const max = 500
+	if len(s) <= max {
+		return s
+	}
+	return clean([]byte(s[:max])) + "…"
+}

@@ -1,0 +1,205 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/qd-run/qd/lease"
+)
+
+// Defaults for the zero fields of a Spec.
+const (
+	DefaultKillGrace = 10 * time.Second
+	// PipeGrace is how long output is still read after a child exits, for
+	// grandchildren that hold its pipes; then the rest of its group is killed.
+	PipeGrace = 2 * time.Second
+)
+
+// ErrShuttingDown: Start was called after Drain began.
+var ErrShuttingDown = errors.New("supervisor is shutting down")
+
+// Spec says how to run one claimed task: the agent's settings.
+type Spec struct {
+	Agent   string
+	Command []string // program and arguments
+	Dir     string
+	Env     map[string]string
+	// Lease is the lease each heartbeat asks for (lease.DefaultLease when
+	// zero); Heartbeat the interval between them (a third of the lease
+	// when zero or not shorter than the lease).
+	Lease, Heartbeat time.Duration
+	// Timeout and StallTimeout (no output for that long) abandon the run;
+	// zero means none. KillGrace separates SIGTERM from SIGKILL.
+	Timeout, StallTimeout, KillGrace time.Duration
+	// RetryBackoff is the base of the backoff after a failed attempt.
+	RetryBackoff time.Duration
+	// Claimed is when the claim that granted the lease was sent (from
+	// time.Now, so it carries the monotonic clock); zero means now.
+	Claimed time.Time
+}
+
+func (sp Spec) withDefaults() Spec {
+	if sp.Lease <= 0 {
+		sp.Lease = lease.DefaultLease
+	}
+	if sp.Heartbeat <= 0 || sp.Heartbeat >= sp.Lease {
+		sp.Heartbeat = sp.Lease / 3
+	}
+	if sp.KillGrace <= 0 {
+		sp.KillGrace = DefaultKillGrace
+	}
+	return sp
+}
+
+// margin is how long before the lease would expire the child is killed when
+// no heartbeat got through.
+func (sp Spec) margin() time.Duration { return min(sp.Heartbeat, sp.Lease/4) }
+
+// Config wires a Supervisor.
+type Config struct {
+	Provider lease.Provider
+	Logger   hclog.Logger
+	// StateDir holds runs/<run_id>.log and children/<run_id> records.
+	StateDir string
+	// Owner and Instance name this daemon (for logs).
+	Owner, Instance string
+	// OnLoop is called on every pass of the heartbeat loop, at least once
+	// a second: the daemon feeds the systemd watchdog from it.
+	OnLoop func()
+}
+
+// RunStatus is a copy of one live run's state, for the status socket.
+type RunStatus struct {
+	RunID          int64         `json:"run_id"`
+	TaskID         int64         `json:"task_id"`
+	Lane           string        `json:"lane"`
+	Agent          string        `json:"agent"`
+	Attempt        int           `json:"attempt"`
+	MaxAttempts    int           `json:"max_attempts"`
+	PID            int           `json:"pid"`
+	Started        time.Time     `json:"started"`
+	SilentSeconds  float64       `json:"silent_seconds"` // since the last heartbeat answer
+	LastOutputAt   time.Time     `json:"last_output_at,omitzero"`
+	LeaseExpiresAt time.Time     `json:"lease_expires_at"` // by the provider's clock
+	LeaseLeft      time.Duration `json:"lease_left_ns"`    // by the local deadline
+	Stopping       string        `json:"stopping,omitempty"`
+}
+
+// Supervisor runs children for claimed leases. Create it with New.
+type Supervisor struct {
+	cfg   Config
+	log   hclog.Logger
+	epoch time.Time // origin of mono
+
+	mu       sync.Mutex
+	runs     map[int64]*run
+	draining bool
+
+	wake      chan struct{} // pokes the heartbeat loop
+	settleCh  chan *settleReq
+	stopSet   chan struct{} // closed when settling gives up (end of drain)
+	stopCtx   context.Context
+	giveUp    func() // closes stopSet and cancels stopCtx
+	drainOnce sync.Once
+	drainDone chan struct{}
+}
+
+// New checks cfg, creates the state directories and starts the settler.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Provider == nil {
+		return nil, errors.New("new supervisor: no provider")
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("new supervisor: no state directory")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	for _, d := range []string{cfg.StateDir, runsDir(cfg.StateDir), childrenDir(cfg.StateDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create state directory: %w", err)
+		}
+	}
+	s := &Supervisor{
+		cfg:       cfg,
+		log:       cfg.Logger.Named("supervisor"),
+		epoch:     time.Now(),
+		runs:      map[int64]*run{},
+		wake:      make(chan struct{}, 1),
+		settleCh:  make(chan *settleReq, 256),
+		stopSet:   make(chan struct{}),
+		drainDone: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopCtx = ctx
+	s.giveUp = sync.OnceFunc(func() {
+		close(s.stopSet)
+		cancel()
+	})
+	go s.settleLoop()
+	return s, nil
+}
+
+func runsDir(state string) string     { return filepath.Join(state, "runs") }
+func childrenDir(state string) string { return filepath.Join(state, "children") }
+
+// LogPath is the file that holds the output of run id.
+func LogPath(stateDir string, runID int64) string {
+	return filepath.Join(runsDir(stateDir), fmt.Sprintf("%d.log", runID))
+}
+
+// mono reads the supervisor's monotonic clock, in ns since New.
+func (s *Supervisor) mono() int64 { return int64(time.Since(s.epoch)) }
+
+func (s *Supervisor) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running counts the live runs of agent.
+func (s *Supervisor) Running(agent string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.runs {
+		if r.spec.Agent == agent {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshot copies the state of every live run, oldest first.
+func (s *Supervisor) Snapshot() []RunStatus {
+	s.mu.Lock()
+	rs := make([]*run, 0, len(s.runs))
+	for _, r := range s.runs {
+		rs = append(rs, r)
+	}
+	s.mu.Unlock()
+	now := s.mono()
+	out := make([]RunStatus, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.status(now))
+	}
+	sortStatus(out)
+	return out
+}
+
+func sortStatus(st []RunStatus) {
+	sort.Slice(st, func(i, j int) bool {
+		if !st[i].Started.Equal(st[j].Started) {
+			return st[i].Started.Before(st[j].Started)
+		}
+		return st[i].RunID < st[j].RunID
+	})
+}

@@ -1,0 +1,90 @@
+package supervisor
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysProcAttr puts the child in its own process group and has the kernel
+// kill it when the creating thread (the spawner thread) dies.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// procStat reads the process group (field 5) and start time in clock ticks
+// since boot (field 22) of pid from /proc. ok is false when pid is gone.
+func procStat(pid int) (pgrp int, start uint64, zombie, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false, false
+	}
+	// The command name (field 2) may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false, false
+	}
+	f := bytes.Fields(b[i+1:]) // f[0] is field 3
+	if len(f) < 20 {
+		return 0, 0, false, false
+	}
+	pgrp, err1 := strconv.Atoi(string(f[2]))
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false, false
+	}
+	return pgrp, start, string(f[0]) == "Z", true
+}
+
+// procStart returns the start time of a live pid.
+func procStart(pid int) (uint64, bool) {
+	_, start, zombie, ok := procStat(pid)
+	return start, ok && !zombie
+}
+
+// groupProcs lists the live members of process group pgid.
+func groupProcs(pgid int) ([]proc, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, start, zombie, ok := procStat(pid); ok && !zombie && g == pgid {
+			out = append(out, proc{pid: pid, start: start})
+		}
+	}
+	return out, nil
+}
+
+// bootID identifies this boot, so that records from an earlier boot are
+// never acted on.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// waitExited blocks until pid has exited without reaping it, so that its pid
+// (and so the group id) cannot be reused while the group is killed.
+func waitExited(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		return err == nil
+	}
+}

@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+	"golang.org/x/sys/unix"
+)
+
+// wait follows the child to its end: exit, output drained (or PipeGrace
+// over), rest of the group killed, child reaped (exactly once), run settled.
+func (s *Supervisor) wait(r *run) {
+	// Where possible, learn of the exit without reaping, so the group id
+	// stays reserved until the group is killed.
+	held := waitExited(r.pid)
+	var werr error
+	if !held {
+		werr = r.cmd.Wait()
+	}
+	close(r.exited)
+	select {
+	case <-r.outDone:
+	case <-time.After(PipeGrace):
+		r.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)
+		for _, p := range r.pipes {
+			p.SetReadDeadline(time.Now())
+		}
+		<-r.outDone
+	}
+	r.reapGroup()
+	if held {
+		werr = r.cmd.Wait()
+	}
+	closeAll(r.logFile, r.stdin, r.pipes[0], r.pipes[1])
+	s.unrecord(r)
+	if r.out.logErr != nil {
+		r.log.Error("write run log", "error", r.out.logErr)
+	}
+	st, settle := r.settlement(werr)
+	s.finish(r, st, settle)
+}
+
+// settlement decides how the run ended; settle is false when the lease is
+// gone and nothing may be written.
+func (r *run) settlement(werr error) (st lease.Settlement, settle bool) {
+	code, sig, other := exitOf(werr)
+	st = lease.Settlement{RunID: r.l.RunID, ExitCode: code, Signal: sig, OutputTail: r.out.tail()}
+	r.mu.Lock()
+	reason, text := r.reason, r.reasonText
+	r.mu.Unlock()
+	line := r.out.lastLine()
+	switch {
+	case reason == stopLeaseLost:
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+		return st, false
+	case reason == stopCancel:
+		st.Outcome, st.Summary = lease.RunCancelled, text
+	case reason == stopShutdown && !(code != nil && *code == 0):
+		st.Outcome, st.Summary, st.Refund = lease.RunAbandoned, text, true
+	case reason == stopTimeout || reason == stopStall || reason == stopFenced:
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+	case other != nil:
+		st.Outcome, st.Summary = lease.RunAbandoned, "wait for child: "+other.Error()
+	case sig != "":
+		st.Outcome, st.Summary = lease.RunAbandoned, "killed by "+sig
+	case *code == 0:
+		st.Outcome, st.Summary = lease.RunCompleted, line
+		if line == "" {
+			st.Summary = "exited 0"
+		}
+	default:
+		st.Outcome, st.Summary = lease.RunFailed, fmt.Sprintf("exited %d", *code)
+		st.RetryIn = lease.Backoff(r.spec.RetryBackoff, r.l.Attempt)
+		if line != "" {
+			st.Summary += ": " + line
+		}
+	}
+	st.Summary = bound(st.Summary)
+	return st, true
+}
+
+// exitOf reads Wait's result: an exit code, or a signal name, or an error
+// that is neither.
+func exitOf(werr error) (code *int, sig string, other error) {
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+		zero := 0
+		return &zero, "", nil
+	case errors.As(werr, &ee):
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		if ok && ws.Signaled() {
+			return nil, unix.SignalName(ws.Signal()), nil
+		}
+		c := ee.ExitCode()
+		return &c, "", nil
+	}
+	return nil, "", werr
+}
+
+// finish settles r (unless settle is false), then forgets it.
+func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
+	log := r.log.With("outcome", st.Outcome, "summary", st.Summary)
+	if st.ExitCode != nil {
+		log = log.With("exit_code", *st.ExitCode)
+	}
+	if st.Signal != "" {
+		log = log.With("signal", st.Signal)
+	}
+	if !settle {
+		log.Warn("run ended without settling: its lease is lost")
+	} else {
+		r.mu.Lock()
+		expires := r.hb.sentAt + int64(r.spec.Lease)
+		r.mu.Unlock()
+		if err := s.settle(st, expires); err != nil {
+			log.Error("settle run", "error", err)
+		} else {
+			log.Info("run settled")
+		}
+	}
+	s.mu.Lock()
+	if s.runs[r.l.RunID] == r {
+		delete(s.runs, r.l.RunID)
+	}
+	s.mu.Unlock()
+	close(r.done)
+	s.poke()
+}
+
+// errGaveUp: the settlement could not reach the provider in time.
+var errGaveUp = errors.New("provider unreachable until the lease would expire")

@@ -1,0 +1,167 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const namePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
+
+// TestLoad_Rejects loads each fixture under testdata/<case>/qd.hcl and
+// compares every problem reported, in order. {dir} stands for the absolute
+// path of the fixture's directory.
+func TestLoad_Rejects(t *testing.T) {
+	notDur := `is not a duration: write a number with a unit, such as "30s", "5m" or "1h"`
+	loader := "may not be set: it changes how the dynamic loader loads the agent"
+	badVar := "not a valid variable name (letters, digits and _, not starting with a digit)"
+	for _, tt := range []struct {
+		name string
+		want []string
+	}{
+		{"syntax", []string{
+			`3:3: Missing item separator: Expected a comma to mark the beginning of the next item.`,
+		}},
+		{"binary", []string{
+			`: not a text file: NUL byte at offset 7`,
+		}},
+		{"unknown", []string{
+			`1:1: Unsupported argument: An argument named "log_levl" is not expected here. Did you mean "log_level"?`,
+			`6:3: Unsupported argument: An argument named "paralel" is not expected here. Did you mean "parallel"?`,
+			`7:3: Unsupported block type: Blocks of type "retry" are not expected here.`,
+			`11:1: Unsupported block type: Blocks of type "agnet" are not expected here. Did you mean "agent"?`,
+		}},
+		{"types", []string{
+			`2:14: agent "build": command: list of string required, but have string`,
+			`4:14: agent "build": parallel: a number is required`,
+			`5:14: agent "build": lanes: list of string required, but have string`,
+			`6:14: agent "build": env: map of string required`,
+		}},
+		{"duplicates", []string{
+			`11: agent "build" is defined twice, at lines 1 and 11`,
+			`13: agent "build": schedule "@every 0s": the interval must be at least 1s, got "0s"`,
+			`16: periodic "nightly" is defined twice, at lines 6 and 16`,
+		}},
+		{"durations", []string{
+			`1: shutdown_grace must be positive, got "-1s"`,
+			`2: retention must be positive, got "0s"`,
+			`7: agent "build": lease must be positive, got "-5s"`,
+			`8: agent "build": timeout "10" ` + notDur,
+			`9: agent "build": stall_timeout must be positive, got "0s"`,
+			`10: agent "build": kill_grace "soon" ` + notDur,
+			`11: agent "build": retry_backoff "10" ` + notDur,
+		}},
+		{"heartbeat", []string{
+			`5: agent "half": heartbeat 30s must be less than half the lease (1m0s), so that one late heartbeat does not lose the lease`,
+			`11: agent "over": heartbeat 5m0s must be less than half the lease (5m0s), so that one late heartbeat does not lose the lease`,
+			`17: agent "zero": heartbeat must be positive, got "0s"`,
+		}},
+		{"counts", []string{
+			`4: agent "build": parallel must be at least 1, got 0`,
+			`5: agent "build": max_attempts must be at least 1, got 0`,
+			`11: agent "deploy": parallel must be at least 1, got -1`,
+			`17: periodic "nightly": max_attempts must be at least 1, got -2`,
+		}},
+		{"names", []string{
+			`1: agent "Build": name does not match ` + namePattern,
+			`6: agent "../etc": name does not match ` + namePattern,
+			`9: agent "../etc": lane "a b" does not match ` + namePattern,
+			`9: agent "../etc": lane "Ü" does not match ` + namePattern,
+			`9: agent "../etc": lane "lane\n" does not match ` + namePattern,
+			`12: periodic "every hour": name does not match ` + namePattern,
+			`15: periodic "every hour": lane "../x" does not match ` + namePattern,
+		}},
+		{"cron", []string{
+			`3: agent "zero": schedule "@every 0s": the interval must be at least 1s, got "0s"`,
+			`8: agent "negative": schedule "@every -5m": the interval must be at least 1s, got "-5m"`,
+			`13: agent "subsecond": schedule "@every 500ms": the interval must be at least 1s, got "500ms"`,
+			`18: agent "fraction": schedule "@every 1500ms": the interval must be a whole number of seconds, got "1500ms"`,
+			`23: agent "february": schedule "0 0 30 2 *" never fires: no date in the next five years matches it`,
+			`28: agent "tz-panic": schedule "TZ=0": the time zone must be followed by a space and a schedule, as in "CRON_TZ=Europe/Paris 0 9 * * *"`,
+			`33: agent "mars": schedule "CRON_TZ=Mars/Base 0 9 * * *": unknown time zone "Mars/Base"`,
+			`38: agent "six": schedule "0 * * * * *": expected exactly 5 fields, found 6: [0 * * * * *]`,
+			`43: agent "empty": schedule "": empty spec string`,
+			`48: agent "minute": schedule "61 * * * *": end of range (61) above maximum (59): 61`,
+		}},
+		{"command", []string{
+			`2: agent "missing": command: program {dir}/missing.sh does not exist`,
+			`7: agent "notexec": command: program "notexec.sh" is not found in $PATH (a name without a slash is looked up in $PATH; write "./notexec.sh" for the file in {dir})`,
+			`12: agent "directory": command: program {dir}/subdir is a directory`,
+			`17: agent "badshebang": command: script {dir}/badshebang.sh: interpreter /nonexistent/interp does not exist`,
+			`22: agent "crlf": command: script {dir}/crlf.sh: interpreter "/bin/sh\r" ends in a carriage return (the script has Windows line endings)`,
+			`27: agent "envshebang": command: script {dir}/envshebang.sh: interpreter "qd-no-such-interpreter" (run by env) is not found in $PATH`,
+			`32: agent "relshebang": command: script {dir}/relshebang.sh: interpreter "sh" is not an absolute path`,
+			`37: agent "notonpath": command: program "qd-no-such-program" is not found in $PATH`,
+			`42: agent "empty": command must name a program`,
+			`47: agent "blank": command must name a program`,
+			`52: agent "nul": command argument "echo a\x00b" contains a NUL byte`,
+			`58: agent "indir": command: program {dir}/sub2/ok.sh does not exist`,
+			`68: agent "notexec-path": command: program {dir}/notexec.sh is not executable (mode 0644)`,
+		}},
+		{"dir", []string{
+			`4: agent "missing": dir {dir}/nowhere does not exist`,
+			`10: agent "file": dir {dir}/afile is not a directory`,
+		}},
+		{"env", []string{
+			`5: agent "build": env "LD_PRELOAD": ` + loader,
+			`6: agent "build": env "LD_LIBRARY_PATH": ` + loader,
+			`7: agent "build": env "DYLD_INSERT_LIBRARIES": ` + loader,
+			`8: agent "build": env "NOTIFY_SOCKET": may not be set: it belongs to systemd and qd`,
+			`9: agent "build": env "QD_TASK_ID": may not be set: QD_ variables are set by qd for each run`,
+			`10: agent "build": env "A=B": ` + badVar,
+			`11: agent "build": env "NUL\x00KEY": ` + badVar,
+			`12: agent "build": env "9LIVES": ` + badVar,
+			`13: agent "build": env "VALUE_NUL": the value contains a NUL byte`,
+			`15: agent "build": env key "GOOD" is set twice, at lines 14 and 15`,
+		}},
+		{"periodic", []string{
+			`9: periodic "ghost": agent "deploy" is not defined in this file`,
+			`16: periodic "badjson": payload is not valid JSON: invalid character '}' looking for beginning of object key string`,
+			`23: periodic "catchup": catch_up "all" is not one of skip, once`,
+			`29: periodic "offlane": lane "other" is not among the lanes of agent "build" ([ci nightly]), so its tasks would never run`,
+			`32: periodic "defaultlane": lane "default" is not among the lanes of agent "build" ([ci nightly]), so its tasks would never run`,
+			`41:14: periodic "priority": priority: a number is required`,
+		}},
+		{"required", []string{
+			`1: agent "build": command is required: a list of the program and its arguments, such as ["/usr/local/bin/build", "--fast"]`,
+			`1: agent "build": schedule is required (a cron expression such as "*/5 * * * *", or "@every 30s")`,
+			`5: periodic "nightly": schedule is required (a cron expression such as "*/5 * * * *", or "@every 30s")`,
+			`5: periodic "nightly": agent is required: the name of an agent block that runs the tasks`,
+		}},
+		{"toplevel", []string{
+			`1: name "host\tone" must be non-empty, printable and at most 200 bytes`,
+			`2: log_level "loud" is not one of trace, debug, info, warn, error`,
+			`3: log_format "xml" is not one of text, json`,
+			`4: socket path /tmp/` + strings.Repeat("a", 98) + `.sock is 108 bytes, longer than the 104-byte limit of unix socket paths`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Ensure each problem is reported at its line, none is missed
+			// and nothing else is reported.
+			path := "testdata/" + tt.name + "/qd.hcl"
+			dir := MustAbs(t, "testdata/"+tt.name)
+			c, err := Load(path)
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("got config %+v and error %v, want an *Error", c, err)
+			}
+			var got []string
+			for _, p := range cerr.Problems {
+				got = append(got, p.String())
+			}
+			var want []string
+			for _, w := range tt.want {
+				if !strings.HasPrefix(w, ":") {
+					w = ":" + w
+				}
+				want = append(want, path+strings.ReplaceAll(w, "{dir}", dir))
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if err.Error() != strings.Join(want, "\n") {
+				t.Fatalf("Error() is not the problems one a line:\n%s", err)
+			}
+		})
+	}
+}

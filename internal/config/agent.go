@@ -60,8 +60,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	d.diags(diags)
 	attrs := content.Attributes
 
-	if d.str(attrs, "dir", &a.Dir) {
-		a.Dir = d.abs(a.Dir)
+	if d.path(attrs, "dir", ctx, &a.Dir) {
 		d.checkDir(line(attrs["dir"]), ctx, a.Dir)
 	}
 	d.env(attrs, ctx, &a)

@@ -54,13 +54,15 @@ func Parse(src []byte, filename string) (*Config, error) {
 	content, diags := file.Body.Content(rootSchema)
 	ps.diags(diags)
 
-	abs, err := filepath.Abs(filename)
+	dir, err := filepath.Abs(filepath.Dir(filename))
 	if err != nil {
 		return nil, fmt.Errorf("parse config %s: %w", filename, err)
 	}
-	d := &decoder{problems: ps, dir: filepath.Dir(abs)}
+	d := &decoder{problems: ps, dir: dir}
 	c := Default()
-	c.Path = abs
+	if filename != "" {
+		c.Path = filepath.Join(dir, filepath.Base(filename))
+	}
 	d.top(content.Attributes, c)
 	c.Agents = d.agents(content.Blocks)
 	c.Periodics = d.periodics(content.Blocks, c)
@@ -84,9 +86,7 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 	if a, ok := attrs["name"]; ok && !validSupervisorName(c.Name) {
 		d.at(line(a), "", "name %q must be non-empty, printable and at most 200 bytes", c.Name)
 	}
-	if d.str(attrs, "socket", &c.Socket) {
-		c.Socket = d.abs(c.Socket)
-	}
+	d.path(attrs, "socket", "", &c.Socket)
 	if len(c.Socket) > MaxSocketPath {
 		what := "socket path"
 		if _, ok := attrs["socket"]; !ok {
@@ -94,21 +94,32 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 		}
 		d.at(lineOr(attrs, "socket", 1), "", "%s %s is %d bytes, longer than the %d-byte limit of unix socket paths", what, c.Socket, len(c.Socket), MaxSocketPath)
 	}
-	if d.str(attrs, "state_dir", &c.StateDir) {
-		c.StateDir = d.abs(c.StateDir)
-	}
+	d.path(attrs, "state_dir", "", &c.StateDir)
 	d.oneOf(attrs, "log_level", "", &c.LogLevel, "trace", "debug", "info", "warn", "error")
 	d.oneOf(attrs, "log_format", "", &c.LogFormat, "text", "json")
 	d.dur(attrs, "shutdown_grace", "", &c.ShutdownGrace)
 	d.dur(attrs, "retention", "", &c.Retention) // absent: keep forever
 }
 
-// abs resolves a path of the file against the file's directory.
-func (d *decoder) abs(p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
+// path decodes a path into dst, resolved against the file's directory.
+// It returns whether dst was set.
+func (d *decoder) path(attrs hcl.Attributes, name, ctx string, dst *string) bool {
+	var p string
+	if !d.str(attrs, name, &p) {
+		return false
 	}
-	return filepath.Join(d.dir, p)
+	switch {
+	case p == "":
+		d.at(line(attrs[name]), ctx, "%s is empty: leave it out for the default", name)
+		return false
+	case strings.HasPrefix(p, "~"):
+		d.at(line(attrs[name]), ctx, "%s %q: ~ is not expanded; write the full path", name, p)
+		return false
+	case !filepath.IsAbs(p):
+		p = filepath.Join(d.dir, p)
+	}
+	*dst = filepath.Clean(p)
+	return true
 }
 
 // str decodes a string attribute into dst; false when it is absent or bad.

@@ -133,6 +133,8 @@ func TestLoad_Rejects(t *testing.T) {
 			`2: log_level "loud" is not one of trace, debug, info, warn, error`,
 			`3: log_format "xml" is not one of text, json`,
 			`4: socket path /tmp/` + strings.Repeat("a", 98) + `.sock is 108 bytes, longer than the 104-byte limit of unix socket paths`,
+			`5: state_dir "~/state": ~ is not expanded; write the full path`,
+			`10: agent "build": dir is empty: leave it out for the default`,
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ var claimCommand = &command{
 	name:    "claim",
 	summary: "claim one task and print its lease as JSON",
 	usage:   "[--lane L]... [--agent A] [--lease DURATION] [--owner NAME] [--wait SECONDS]",
-	help: `Prints one JSON object: task_id, run_id, lane, agent, attempt,
+	help: `Prints one JSON object on one line: task_id, run_id, lane, agent, attempt,
 max_attempts, priority, payload (the JSON as enqueued), lease_expires_at
 (RFC 3339) and owner. When nothing can be claimed it prints nothing and exits 3;
 with --wait it polls, with jitter, until the deadline first. --lane may repeat;
@@ -67,12 +67,17 @@ func setupClaim(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		return writeJSON(env.Stdout, claimOutput{
+		out, err := json.Marshal(claimOutput{
 			TaskID: l.TaskID, RunID: l.RunID, Lane: l.Lane, Agent: l.Agent,
 			Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Priority: l.Priority,
 			Payload: l.Payload, LeaseExpiresAt: l.LeaseExpiresAt.Format(time.RFC3339Nano),
 			Owner: l.Owner,
 		})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(env.Stdout, "%s\n", out)
+		return err
 	}
 }
 
@@ -95,7 +100,7 @@ func claimWait(ctx context.Context, prov lease.Provider, p lease.ClaimParams, wa
 			return l, nil
 		}
 		if !errors.Is(err, lease.ErrNoWork) {
-			return nil, fmt.Errorf("claim: %w", err)
+			return nil, err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {

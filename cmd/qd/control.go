@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -41,7 +40,7 @@ func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) er
 	}
 	state, err := prov.Cancel(ctx, id)
 	if err != nil {
-		return taskError(ctx, prov, "cancel", id, err)
+		return err
 	}
 	if state == lease.TaskRunning {
 		fmt.Fprintf(env.Stdout, "task %d is running; cancellation requested, its holder stops it at the next heartbeat\n", id)
@@ -61,22 +60,8 @@ func runRetry(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) err
 		return err
 	}
 	if err := prov.Retry(ctx, id); err != nil {
-		return taskError(ctx, prov, "retry", id, err)
+		return err
 	}
 	fmt.Fprintf(env.Stdout, "task %d queued\n", id)
 	return nil
-}
-
-// taskError words a refused cancel or retry, naming the task's state on a
-// conflict.
-func taskError(ctx context.Context, prov lease.Provider, verb string, id int64, err error) error {
-	switch {
-	case errors.Is(err, lease.ErrNotFound):
-		return fmt.Errorf("%s task %d: no such task", verb, id)
-	case errors.Is(err, lease.ErrConflict):
-		if t, terr := prov.Task(ctx, id); terr == nil {
-			return fmt.Errorf("%s task %d: the task is %s", verb, id, t.State)
-		}
-	}
-	return fmt.Errorf("%s task %d: %w", verb, id, err)
 }

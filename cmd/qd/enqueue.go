@@ -62,7 +62,7 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 		}
 		id, _, err := prov.Enqueue(ctx, p)
 		if err != nil {
-			return fmt.Errorf("enqueue task: %w", err)
+			return err
 		}
 		fmt.Fprintln(env.Stdout, id)
 		return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
+	_ "github.com/qd-run/qd/pg" // registers postgres:// and postgresql://
 )
 
 // Env is what a command may use of the outside world.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -72,7 +71,7 @@ func setupLaneSet(fs *flag.FlagSet) runFunc {
 		}
 		l, err := prov.SetLane(ctx, u)
 		if err != nil {
-			return fmt.Errorf("set lane %s: %w", args[0], err)
+			return err
 		}
 		if env.wantJSON() {
 			return writeJSON(env.Stdout, toLaneJSON(l))
@@ -91,7 +90,7 @@ func runLaneList(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) 
 	}
 	lanes, err := prov.Lanes(ctx)
 	if err != nil {
-		return fmt.Errorf("list lanes: %w", err)
+		return err
 	}
 	return writeLanes(env, lanes)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,10 +41,8 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		r, err := prov.Run(ctx, id)
-		if errors.Is(err, lease.ErrNotFound) {
-			return fmt.Errorf("logs of run %d: no such run", id)
-		} else if err != nil {
-			return fmt.Errorf("logs of run %d: %w", id, err)
+		if err != nil {
+			return err
 		}
 		if dir := env.stateDir(); dir != "" {
 			path := runLogPath(dir, id)
@@ -94,11 +91,11 @@ func copyLog(ctx context.Context, env *Env, prov lease.Provider, f *os.File, id 
 		}
 		r, err := prov.Run(ctx, id)
 		if err != nil {
-			return fmt.Errorf("logs of run %d: %w", id, err)
+			return err
 		}
 		follow = r.State == lease.RunRunning // one more copy after the end
 		if follow {
-			if err := sleepCtx(ctx, pollEvery); err != nil {
+			if err := sleepOrDone(ctx, pollEvery); err != nil {
 				return err
 			}
 		}
@@ -107,12 +104,12 @@ func copyLog(ctx context.Context, env *Env, prov lease.Provider, f *os.File, id 
 
 func waitRunEnd(ctx context.Context, prov lease.Provider, id int64) (lease.Run, error) {
 	for {
-		if err := sleepCtx(ctx, pollEvery); err != nil {
+		if err := sleepOrDone(ctx, pollEvery); err != nil {
 			return lease.Run{}, err
 		}
 		r, err := prov.Run(ctx, id)
 		if err != nil {
-			return r, fmt.Errorf("logs of run %d: %w", id, err)
+			return r, err
 		}
 		if r.State != lease.RunRunning {
 			return r, nil
@@ -120,7 +117,7 @@ func waitRunEnd(ctx context.Context, prov lease.Provider, id int64) (lease.Run, 
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+func sleepOrDone(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

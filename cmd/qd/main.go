@@ -33,6 +33,8 @@ var commands = []*command{
 	cancelCommand,
 	retryCommand,
 	pruneCommand,
+	daemonCommand,
+	statusCommand,
 }
 
 // command is one subcommand of qd.
@@ -84,7 +86,7 @@ func dispatch(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runCommand(ctx, env, cmd, rest)
+	return execCommand(ctx, env, cmd, rest)
 }
 
 // findCommand resolves the command named at the start of args and returns
@@ -139,8 +141,8 @@ func unknownCommand(name string) error {
 	return usageErrorf("unknown command %q (see qd help)", name)
 }
 
-// runCommand parses the flags of cmd from args and runs it.
-func runCommand(ctx context.Context, env *Env, cmd *command, args []string) error {
+// execCommand parses the flags of cmd from args and runs it.
+func execCommand(ctx context.Context, env *Env, cmd *command, args []string) error {
 	fs := newFlagSet(cmd, env)
 	run := cmd.setup(fs)
 	pos, err := parseInterleaved(fs, args)

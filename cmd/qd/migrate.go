@@ -24,9 +24,10 @@ again, and safe when several processes migrate at once.`,
 	setup: func(*flag.FlagSet) runFunc { return runMigrate },
 }
 
-// migrator is the part of a backend that owns a schema.
+// migrator is the part of a backend that owns a versioned schema.
 type migrator interface {
 	Migrate(ctx context.Context) error
+	SchemaVersion(ctx context.Context) (int, error)
 }
 
 func runMigrate(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
@@ -54,10 +55,22 @@ func runMigrate(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) e
 	if !ok {
 		return fmt.Errorf("migrate: the backend for %s has no schema to migrate", lease.Redact(raw))
 	}
-	if err := m.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	before, err := m.SchemaVersion(ctx)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(env.Stdout, "schema %s is up to date\n", schemaName(raw))
+	if err := m.Migrate(ctx); err != nil {
+		return err
+	}
+	after, err := m.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if after == before {
+		fmt.Fprintf(env.Stdout, "schema %s is up to date at version %d\n", schemaName(raw), after)
+	} else {
+		fmt.Fprintf(env.Stdout, "schema %s migrated from version %d to %d\n", schemaName(raw), before, after)
+	}
 	return nil
 }
 

@@ -45,7 +45,7 @@ func setupPrune(fs *flag.FlagSet) runFunc {
 		}
 		res, err := prov.Prune(ctx, *olderThan, *dryRun)
 		if err != nil {
-			return fmt.Errorf("prune: %w", err)
+			return err
 		}
 		out := pruneJSON{DryRun: *dryRun, Tasks: res.Tasks, Runs: res.Runs, RunIDs: res.RunIDs}
 		if out.RunIDs == nil {

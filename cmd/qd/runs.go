@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -89,7 +88,7 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 		}
 		runs, err := prov.Runs(ctx, f)
 		if err != nil {
-			return fmt.Errorf("list runs: %w", err)
+			return err
 		}
 		if env.wantJSON() {
 			out := make([]runJSON, 0, len(runs))

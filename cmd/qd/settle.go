@@ -62,7 +62,7 @@ func setupHeartbeat(fs *flag.FlagSet) runFunc {
 		}
 		res, err := prov.Heartbeat(ctx, lease.Beat{RunID: id, Lease: *leaseFor})
 		if err != nil {
-			return fmt.Errorf("heartbeat run %d: %w", id, err)
+			return err
 		}
 		if len(res) != 1 {
 			return fmt.Errorf("heartbeat run %d: backend answered %d results for one beat", id, len(res))
@@ -143,10 +143,7 @@ func settleOne(ctx context.Context, prov lease.Provider, s lease.Settlement) err
 // exits 1.
 func leaseLost(ctx context.Context, prov lease.Provider, verb string, id int64, err error) error {
 	if !errors.Is(err, lease.ErrLeaseLost) {
-		if errors.Is(err, lease.ErrNotFound) {
-			return fmt.Errorf("%s run %d: no such run", verb, id)
-		}
-		return fmt.Errorf("%s run %d: %w", verb, id, err)
+		return err
 	}
 	r, lookErr := prov.Run(ctx, id)
 	switch {

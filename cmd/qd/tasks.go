@@ -83,7 +83,7 @@ func setupTasks(fs *flag.FlagSet) runFunc {
 		}
 		tasks, err := prov.Tasks(ctx, f)
 		if err != nil {
-			return fmt.Errorf("list tasks: %w", err)
+			return err
 		}
 		return writeTasks(env, tasks)
 	}
@@ -137,11 +137,11 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 	}
 	t, err := prov.Task(ctx, id)
 	if err != nil {
-		return fmt.Errorf("show task %d: %w", id, err)
+		return err
 	}
 	runs, err := prov.Runs(ctx, lease.RunFilter{TaskID: id})
 	if err != nil {
-		return fmt.Errorf("list runs of task %d: %w", id, err)
+		return err
 	}
 	if env.wantJSON() {
 		out := struct {

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain lets the test binary act as qd: scripts and tests that exec
+// "qd" run the real command, through main.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"qd": main})
+}
+
+// schemaSeq numbers the schemas this process creates.
+var schemaSeq atomic.Int64
+
+// MustTestDB returns the test database URL after checking it answers. It
+// fails when CI=true and skips otherwise when the database is down.
+func MustTestDB(tb testing.TB) string {
+	tb.Helper()
+	raw := os.Getenv("QD_TEST_DATABASE_URL")
+	if raw == "" {
+		raw = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("test database unreachable: %v", err)
+		}
+		tb.Skipf("test database unreachable: %v", err)
+	}
+	conn.Close(ctx)
+	return raw
+}
+
+// newSchema names a fresh schema and returns a URL selecting it and a
+// function that drops it.
+func newSchema(tb testing.TB, base string) (string, func()) {
+	tb.Helper()
+	name := fmt.Sprintf("qdcli_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", name)
+	u.RawQuery = q.Encode()
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			tb.Logf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
+			tb.Logf("drop schema %s: %v", name, err)
+		}
+	}
+	return u.String(), drop
+}
+
+// Ensure the CLI contract holds against the built binary and a real
+// database: each script under testdata/script runs in its own schema.
+func TestScripts(t *testing.T) {
+	base := MustTestDB(t)
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(e *testscript.Env) error {
+			u, drop := newSchema(t, base)
+			e.Setenv("QD_DATABASE_URL", u)
+			e.Setenv("QD_TEST_BASE_URL", base)
+			e.Setenv("XDG_CONFIG_HOME", e.WorkDir+"/xdg")
+			e.Setenv("XDG_STATE_HOME", e.WorkDir+"/xdgstate")
+			e.Defer(drop)
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"qdexit": cmdQDExit,
+		},
+	})
+}
+
+// cmdQDExit runs "qdexit CODE ARGS..." : qd ARGS must exit with CODE. Its
+// stdout and stderr are kept for the next stdout/stderr checks.
+func cmdQDExit(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: qdexit CODE ARGS...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("qdexit: bad code %q", args[0])
+	}
+	err = ts.Exec("qd", args[1:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("qd %s: %v", strings.Join(args[1:], " "), err)
+	}
+	if got != want {
+		ts.Logf("stdout:\n%s\nstderr:\n%s", ts.ReadFile("stdout"), ts.ReadFile("stderr"))
+		ts.Fatalf("qd %s: exit %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}

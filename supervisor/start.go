@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,8 +28,7 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	}
 	if s.draining {
 		s.mu.Unlock()
-		go s.finish(r, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned,
-			Refund: true, Summary: "supervisor shutdown"}, true)
+		go s.release(r)
 		return fmt.Errorf("start run %d: %w", l.RunID, ErrShuttingDown)
 	}
 	s.runs[l.RunID] = r
@@ -42,6 +42,21 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	r.log.Info("child started", "pid", r.pid, "command", spec.Command)
 	s.poke()
 	return nil
+}
+
+// release gives back a run that was never started because the supervisor
+// is shutting down. It calls the provider itself: the settler may be gone.
+func (s *Supervisor) release(r *run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st := lease.Settlement{RunID: r.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: "supervisor shutdown"}
+	errs, err := s.cfg.Provider.Settle(ctx, st)
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		r.log.Error("release run refused at shutdown", "error", err)
+	}
 }
 
 func (s *Supervisor) newRun(l *lease.Lease, spec Spec) *run {

@@ -73,6 +73,9 @@ type Config struct {
 	// OnLoop is called on every pass of the heartbeat loop, at least once
 	// a second: the daemon feeds the systemd watchdog from it.
 	OnLoop func()
+	// OnDone is called with the agent's name when a run has ended and been
+	// forgotten, so that the scheduler can fill the freed slot.
+	OnDone func(agent string)
 }
 
 // RunStatus is a copy of one live run's state, for the status socket.

@@ -130,6 +130,9 @@ func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
 	s.mu.Unlock()
 	close(r.done)
 	s.poke()
+	if s.cfg.OnDone != nil {
+		s.cfg.OnDone(r.spec.Agent)
+	}
 }
 
 // errGaveUp: the settlement could not reach the provider in time.

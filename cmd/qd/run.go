@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/qd-run/qd/internal/config"
+)
+
+var daemonCommand = &command{
+	name:    "run",
+	summary: "run the supervisor daemon",
+	usage:   "[--config FILE] [--check]",
+	help: `Runs the daemon in the foreground: on each tick of an agent's schedule it
+claims that agent's tasks, runs each as a child process, heartbeats the lease
+for it and settles the run by the child's exit status. SIGTERM or SIGINT
+drains (a second signal skips the grace); SIGHUP reloads the config.
+
+Without --config the first existing file of $QD_CONFIG, ./qd.hcl,
+~/.config/qd/qd.hcl and /etc/qd/qd.hcl is used; when there is none the
+daemon runs with the defaults and no agents, and says where it looked.
+--check validates the config (every agent's command included) and exits:
+0 when it is valid, 2 with every problem as file:line otherwise.`,
+	db: true,
+	setup: func(fs *flag.FlagSet) runFunc {
+		check := fs.Bool("check", false, "validate the config and exit")
+		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("run: unexpected argument %q", args[0])
+			}
+			conf, note, err := daemonConfig(env)
+			if err != nil {
+				return err
+			}
+			if *check {
+				fmt.Fprintf(env.Stdout, "%s: ok: %d agents, %d periodic schedules\n",
+					configName(conf), len(conf.Agents), len(conf.Periodics))
+				return nil
+			}
+			url, err := env.URL()
+			if err != nil {
+				return err
+			}
+			return runDaemon(ctx, env, conf, url, note)
+		}
+	},
+}
+
+// daemonConfig loads the daemon's config. A missing default file is not an
+// error: the defaults are used and note says where qd looked.
+func daemonConfig(env *Env) (*config.Config, string, error) {
+	path := env.ConfigPath
+	if path == "" {
+		path = env.Getenv("QD_CONFIG")
+	}
+	if path != "" {
+		conf, err := config.Load(path)
+		if err != nil {
+			return nil, "", configError(err)
+		}
+		env.conf = conf
+		return conf, "", nil
+	}
+	found, tried, err := config.Find()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, "", configError(err)
+	}
+	if found == "" {
+		env.conf = config.Default()
+		return env.conf, "no config file found (looked for " + strings.Join(tried, ", ") + "); running with the defaults and no agents", nil
+	}
+	conf, err := config.Load(found)
+	if err != nil {
+		return nil, "", configError(err)
+	}
+	env.conf = conf
+	return conf, "", nil
+}
+
+// configError makes an invalid config exit 2, like a usage error.
+func configError(err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return err
+}
+
+func configName(c *config.Config) string {
+	if c.Path == "" {
+		return "defaults"
+	}
+	return c.Path
+}

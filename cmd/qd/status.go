@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/qd-run/qd/internal/status"
+)
+
+var statusCommand = &command{
+	name:    "status",
+	summary: "show what the running daemon is doing",
+	usage:   "[--socket PATH | --config FILE] [--json] [--watch [--interval DURATION]]",
+	help: `Asks the daemon over its unix socket: supervisor, version, uptime, whether
+the database answers, agents with their next tick, in-flight runs (pid, age,
+seconds since the last heartbeat and since the last output, lease left) and
+queue depth per lane. The socket is --socket, else the config's socket (from
+--config or the default config paths), else the default socket path. When no
+daemon answers, the message names the socket it tried and the exit code is 1.
+--watch redraws the table in place until interrupted.`,
+	json: true,
+	setup: func(fs *flag.FlagSet) runFunc {
+		socket := fs.String("socket", "", "status socket `PATH` (default: the config's socket)")
+		configPath := fs.String("config", "", "config `FILE` whose socket to ask")
+		watch := fs.Bool("watch", false, "refresh the status in place until interrupted")
+		interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
+		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("status: unexpected argument %q", args[0])
+			}
+			if *interval <= 0 {
+				return usageErrorf("status: --interval must be positive, got %s", *interval)
+			}
+			path := *socket
+			if path == "" {
+				env.ConfigPath = *configPath
+				conf, err := env.Config()
+				if err != nil {
+					return err
+				}
+				path = conf.Socket
+			}
+			if !*watch {
+				return showStatus(ctx, env, path, env.JSON)
+			}
+			return watchStatus(ctx, env, path, *interval)
+		}
+	},
+}
+
+func showStatus(ctx context.Context, env *Env, path string, asJSON bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, err := status.Fetch(ctx, path)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, snap)
+	}
+	return status.Render(env.Stdout, snap, time.Now())
+}
+
+func watchStatus(ctx context.Context, env *Env, path string, every time.Duration) error {
+	for {
+		fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J")
+		if err := showStatus(ctx, env, path, false); err != nil {
+			fmt.Fprintf(env.Stdout, "%s\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}

@@ -1,0 +1,30 @@
+// Package bench measures qd's queue against the database it runs on, and
+// against the least a queue in that database can cost: the minimal SKIP
+// LOCKED claim, one autocommit UPDATE of one row, measured in the same run
+// on the same table shape. Every figure is reported as an absolute value
+// and, where a reference exists, as a ratio to a figure of the same run,
+// because absolute figures drift between runs and machines while ratios
+// taken side by side hold.
+//
+// Run creates its own schemas (qd_bench_<random>_<part>), migrated by
+// package pg, and drops them when it ends. It measures:
+//
+//   - claim: the baseline and qd's Claim at 1, 4 and 16 concurrent
+//     claimers, claims/s and latency p50/p99;
+//   - claim_many: ClaimMany of 8 tasks per call, tasks/s;
+//   - cycle: a claim then the completion of its run, cycles/s;
+//   - heartbeat: single and batched (100 per call) heartbeats/s, and the
+//     share of the machine that 1,000 live runs beating once a second take;
+//   - depth and history: claim latency with the queue deep and with many
+//     finished tasks kept, against the shallowest and the empty history;
+//   - soak: what heartbeating 1,000 live runs once a second does to the runs
+//     table: HOT-update share, dead tuples, table and index sizes.
+//
+// A Report is a list of sections; later parts of the bench add their own
+// sections without changing these. Its JSON field names are stable.
+//
+// Sizes: "small" takes seconds and exists so CI can prove the bench works;
+// its figures judge nothing. "full" uses the sizes of the issue that asked
+// for the bench: 10k/100k/1M queued tasks, 1M/10M finished tasks and a
+// 60-second soak.
+package bench

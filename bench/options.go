@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Options configures Run.
+type Options struct {
+	// DatabaseURL names the database. Run creates its own schemas in it
+	// (qd_bench_<random>_<part>) and drops them when it ends; any schema
+	// parameter in the URL is ignored.
+	DatabaseURL string
+	// Size is "small" (seconds in total, for CI) or "full" (the sizes of
+	// the issue: 10k/100k/1M queued, 1M/10M finished, a 60 s soak).
+	// Empty means small.
+	Size string
+	// Duration of each timed measurement; zero takes the size's default.
+	Duration time.Duration
+	// Logger receives progress; nil discards it.
+	Logger hclog.Logger
+}
+
+// scale is the shape of one bench size.
+type scale struct {
+	Name       string
+	Measure    time.Duration // per timed measurement
+	Lanes      int           // lanes of the claim measurements
+	Queued     int           // queued tasks at the start of each claim measurement
+	LiveRuns   int           // live runs of the heartbeat measurements (≥ 16×100)
+	Depths     []int         // queued tasks of the depth series, smallest first
+	DepthBase  int           // queued tasks beside the history series
+	Histories  []int         // finished tasks (each with one run) of the history series
+	DepthOps   int           // timed claims per depth or history point
+	SoakRuns   int           // live runs of the heartbeat soak
+	Soak       time.Duration // length of the heartbeat soak
+	BatchBeats int           // heartbeats per call in the batched measurement
+	ClaimBatch int           // n of ClaimMany
+}
+
+var scales = map[string]scale{
+	"small": {
+		Name: "small", Measure: 400 * time.Millisecond,
+		Lanes: 100, Queued: 20_000, LiveRuns: 1_600,
+		Depths: []int{2_000, 10_000, 50_000}, DepthBase: 2_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
+		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
+	},
+	"full": {
+		Name: "full", Measure: 5 * time.Second,
+		Lanes: 1_000, Queued: 100_000, LiveRuns: 1_600,
+		Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
+		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
+	},
+}
+
+// Sizes lists the names Options.Size accepts.
+func Sizes() []string { return []string{"small", "full"} }
+
+func (o Options) scale() (scale, error) {
+	name := o.Size
+	if name == "" {
+		name = "small"
+	}
+	sc, ok := scales[name]
+	if !ok {
+		return scale{}, fmt.Errorf("bench size %q: want small or full", o.Size)
+	}
+	if o.Duration > 0 {
+		sc.Measure = o.Duration
+	}
+	return sc, nil
+}

@@ -390,7 +390,7 @@ func TestServer_IdleClients(t *testing.T) {
 func TestServer_HTTP(t *testing.T) {
 	path := socketPath(t)
 	MustListen(t, path, func(ctx context.Context) Snapshot {
-		return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5}}}
+		return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5, LastOutputAt: time.Now()}}}
 	})
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -499,4 +499,15 @@ func TestFetch_NotRunning(t *testing.T) {
 			t.Fatalf("err = %v, want an error naming %s", err, path)
 		}
 	})
+}
+
+func TestListen_LockHolderNamed(t *testing.T) {
+	// Ensure the refusal names the lock file along with the holder's pid.
+	path := socketPath(t)
+	MustListen(t, path, fixedSnapshot("first"))
+	_, err := Listen(path, fixedSnapshot("second"), testLogger(t))
+	want := "another qd is running (pid " + strconv.Itoa(os.Getpid()) + " holds " + path + ".lock)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
 }

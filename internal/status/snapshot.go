@@ -32,11 +32,12 @@ type DatabaseStatus struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// AgentStatus describes one configured agent.
+// AgentStatus describes one configured agent. NextTick is absent when the
+// schedule has no next tick.
 type AgentStatus struct {
 	Name     string    `json:"name"`
 	Schedule string    `json:"schedule"`
-	NextTick time.Time `json:"next_tick"`
+	NextTick time.Time `json:"next_tick,omitzero"`
 	Running  int       `json:"running"`
 	Parallel int       `json:"parallel"`
 }
@@ -55,9 +56,9 @@ type RunStatus struct {
 	// SilentSeconds is the time since the last heartbeat reached the
 	// database.
 	SilentSeconds float64 `json:"silent_seconds"`
-	// LastOutputAt is when the child last wrote to stdout or stderr; zero
-	// when it has written nothing yet.
-	LastOutputAt time.Time `json:"last_output_at"`
+	// LastOutputAt is when the child last wrote to stdout or stderr;
+	// absent when it has written nothing yet.
+	LastOutputAt time.Time `json:"last_output_at,omitzero"`
 	// OutputSilentSeconds is the time since the child last wrote output,
 	// or since it started when it has written nothing.
 	OutputSilentSeconds float64   `json:"output_silent_seconds"`

@@ -95,7 +95,7 @@ func lockFile(name string) (*os.File, error) {
 	if err := flock(f); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another qd is running (%s %s is locked)", holder(name), name)
+			return nil, fmt.Errorf("another qd is running (%s)", holder(name))
 		}
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
@@ -114,13 +114,13 @@ func flock(f *os.File) error {
 	}
 }
 
-// holder names the process recorded in a lock file, for the error message.
+// holder describes who holds the lock file name, for the error message.
 func holder(name string) string {
 	b, err := os.ReadFile(name)
 	if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
-		return "pid " + strconv.Itoa(pid) + " holds"
+		return "pid " + strconv.Itoa(pid) + " holds " + name
 	}
-	return "lock file"
+	return name + " is locked"
 }
 
 // clearStale makes way for a new socket at path: nothing there is fine; a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -89,12 +90,22 @@ func splitSchema(rawURL string) (string, string, error) {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return "", "", fmt.Errorf("parse database url %s: want postgres://user@host/db", lease.Redact(rawURL))
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("parse database url %s: query: %w", lease.Redact(rawURL), lease.ErrInvalid)
+	}
 	schema := DefaultSchema
 	if q.Has("schema") {
 		schema = q.Get("schema")
-		q.Del("schema")
-		u.RawQuery = q.Encode()
+		// Drop only the schema pair and keep the rest as written, so that
+		// pgx decodes it exactly as it would have without us.
+		var keep []string
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			if k, _, _ := strings.Cut(kv, "="); k != "schema" {
+				keep = append(keep, kv)
+			}
+		}
+		u.RawQuery = strings.Join(keep, "&")
 	}
 	if !schemaPattern.MatchString(schema) {
 		return "", "", fmt.Errorf("%w: schema %q does not match %s", lease.ErrInvalid, schema, schemaPattern)

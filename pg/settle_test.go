@@ -1,0 +1,179 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+func settle1(t *testing.T, p lease.Provider, s lease.Settlement) error {
+	t.Helper()
+	errs, err := p.Settle(context.Background(), s)
+	if err != nil {
+		t.Fatalf("settle run %d: %v", s.RunID, err)
+	}
+	return errs[0]
+}
+
+// Ensure a settlement retried after its COMMIT reply was lost succeeds and
+// changes nothing, while a different outcome for the same run is refused.
+func TestSettle_RetryIsIdempotent(t *testing.T) {
+	p := MustOpen(t)
+	id := MustEnqueue(t, p, lease.EnqueueParams{Agent: "a"})
+	l := MustClaim(t, p, lease.ClaimParams{Owner: "o"})
+	done := lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "first"}
+	if err := settle1(t, p, done); err != nil {
+		t.Fatal(err)
+	}
+	before, beforeRun := MustTask(t, p, id), MustRun(t, p, l.RunID)
+	retry := done
+	retry.Summary = "second"
+	if err := settle1(t, p, retry); err != nil {
+		t.Fatalf("same outcome again: %v, want nil", err)
+	}
+	after, afterRun := MustTask(t, p, id), MustRun(t, p, l.RunID)
+	if !after.UpdatedAt.Equal(before.UpdatedAt) || !afterRun.FinishedAt.Equal(beforeRun.FinishedAt) || afterRun.Summary != "first" {
+		t.Errorf("a repeated settlement changed the rows: task %+v → %+v, run summary %q", before, after, afterRun.Summary)
+	}
+	if err := settle1(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed}); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("other outcome after completion: %v, want ErrLeaseLost", err)
+	}
+	if err := settle1(t, p, lease.Settlement{RunID: 1 << 40, Outcome: lease.RunFailed}); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("unknown run: %v, want ErrNotFound", err)
+	}
+	if tk := MustTask(t, p, id); tk.State != lease.TaskDone {
+		t.Errorf("task after refused settlements: %s, want done", tk.State)
+	}
+}
+
+// Ensure each outcome moves the task as documented.
+func TestSettle_Outcomes(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	claim := func(lane string, maxAttempts int) (int64, *lease.Lease) {
+		id := MustEnqueue(t, p, lease.EnqueueParams{Lane: lane, Agent: "a", MaxAttempts: maxAttempts})
+		return id, MustClaim(t, p, lease.ClaimParams{Lanes: []string{lane}, Owner: "o"})
+	}
+	fail, fl := claim("fail", 3)
+	last, ll := claim("last", 1)
+	back, bl := claim("back", 3)
+	ab, al := claim("ab", 1)
+	refund, rl := claim("refund", 1)
+	cancel, cl := claim("cancel", 3)
+	if _, err := p.Cancel(ctx, cancel); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := p.Settle(ctx,
+		lease.Settlement{RunID: fl.RunID, Outcome: lease.RunFailed, RetryIn: time.Hour},
+		lease.Settlement{RunID: ll.RunID, Outcome: lease.RunFailed},
+		lease.Settlement{RunID: bl.RunID, Outcome: lease.RunFailed},
+		lease.Settlement{RunID: al.RunID, Outcome: lease.RunAbandoned},
+		lease.Settlement{RunID: rl.RunID, Outcome: lease.RunAbandoned, Refund: true},
+		lease.Settlement{RunID: cl.RunID, Outcome: lease.RunFailed},
+		lease.Settlement{RunID: cl.RunID, Outcome: lease.RunState("bogus")},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs[:6] {
+		if e != nil {
+			t.Errorf("settlement %d: %v", i, e)
+		}
+	}
+	if !errors.Is(errs[6], lease.ErrInvalid) {
+		t.Errorf("bogus outcome: %v, want ErrInvalid", errs[6])
+	}
+	now := MustRun(t, p, fl.RunID).FinishedAt
+	for _, c := range []struct {
+		name     string
+		id       int64
+		state    lease.TaskState
+		attempts int
+		min, max time.Duration // run_after - finish
+	}{
+		{"failed with retry-in", fail, lease.TaskQueued, 1, 59 * time.Minute, 61 * time.Minute},
+		{"failed, no attempts left", last, lease.TaskFailed, 1, -time.Hour, time.Hour},
+		{"failed with backoff", back, lease.TaskQueued, 1, 7 * time.Second, 13 * time.Second},
+		{"abandoned, no attempts left", ab, lease.TaskFailed, 1, -time.Hour, time.Hour},
+		{"abandoned with refund", refund, lease.TaskQueued, 0, -time.Second, time.Second},
+		{"failed while cancel requested", cancel, lease.TaskCancelled, 1, -time.Hour, time.Hour},
+	} {
+		tk := MustTask(t, p, c.id)
+		d := tk.RunAfter.Sub(now)
+		if tk.State != c.state || tk.Attempts != c.attempts || d < c.min || d > c.max {
+			t.Errorf("%s: state %s attempts %d run_after %+v from now; want %s, %d, within [%s, %s]",
+				c.name, tk.State, tk.Attempts, d, c.state, c.attempts, c.min, c.max)
+		}
+		if tk.State.Finished() == tk.FinishedAt.IsZero() {
+			t.Errorf("%s: state %s with finished_at %v", c.name, tk.State, tk.FinishedAt)
+		}
+	}
+}
+
+// Ensure a lease that has expired is lost at once, before any reap: the
+// heartbeat and the settlement are refused and change nothing.
+func TestHeartbeat_ExpiredIsLost(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	id := MustEnqueue(t, p, lease.EnqueueParams{Agent: "a"})
+	l := MustClaim(t, p, lease.ClaimParams{Owner: "o", Lease: 300 * time.Millisecond})
+	live := MustEnqueue(t, p, lease.EnqueueParams{Lane: "other", Agent: "a"})
+	ll := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"other"}, Owner: "o", Lease: time.Minute})
+	time.Sleep(500 * time.Millisecond)
+	res, err := p.Heartbeat(ctx, lease.Beat{RunID: l.RunID}, lease.Beat{RunID: ll.RunID, PID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, lease.ErrLeaseLost) {
+		t.Errorf("heartbeat of an expired lease: %v, want ErrLeaseLost", res[0].Err)
+	}
+	if res[1].Err != nil || res[1].RunID != ll.RunID || !res[1].LeaseExpiresAt.After(ll.LeaseExpiresAt) {
+		t.Errorf("heartbeat of a live lease beside it: %+v", res[1])
+	}
+	if err := settle1(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted}); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("completion of an expired lease: %v, want ErrLeaseLost", err)
+	}
+	if tk := MustTask(t, p, id); tk.State != lease.TaskRunning {
+		t.Errorf("task of the expired run: %s, want running until reaped", tk.State)
+	}
+	if _, err := p.Cancel(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	res, err = p.Heartbeat(ctx, lease.Beat{RunID: ll.RunID})
+	if err != nil || res[0].Err != nil || !res[0].CancelRequested {
+		t.Errorf("heartbeat after cancel: %+v %v; want the cancel request", res, err)
+	}
+	if r := MustRun(t, p, ll.RunID); r.PID != 7 || r.LeaseLeft <= 0 || r.SilentSeconds < 0 || !r.CancelRequested {
+		t.Errorf("live run: pid %d lease left %s silent %f cancel %v", r.PID, r.LeaseLeft, r.SilentSeconds, r.CancelRequested)
+	}
+}
+
+// Ensure AbandonOwner abandons the runs of an owner's other instances only.
+func TestAbandonOwner(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	for _, lane := range []string{"a", "b", "c"} {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: lane, Agent: "x"})
+	}
+	old := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"a"}, Owner: "d", Instance: "old"})
+	cur := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"b"}, Owner: "d", Instance: "new"})
+	stranger := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"c"}, Owner: "e", Instance: "old"})
+	ids, err := p.AbandonOwner(ctx, "d", "new", "daemon restarted")
+	if err != nil || len(ids) != 1 || ids[0] != old.RunID {
+		t.Fatalf("abandon owner: %v %v, want [%d]", ids, err, old.RunID)
+	}
+	if r := MustRun(t, p, old.RunID); r.State != lease.RunAbandoned || r.Summary != "daemon restarted" {
+		t.Errorf("abandoned run: %s %q", r.State, r.Summary)
+	}
+	if tk := MustTask(t, p, old.TaskID); tk.State != lease.TaskQueued {
+		t.Errorf("task of the abandoned run: %s, want queued", tk.State)
+	}
+	for _, id := range []int64{cur.RunID, stranger.RunID} {
+		if r := MustRun(t, p, id); r.State != lease.RunRunning {
+			t.Errorf("run %d: %s, want running", id, r.State)
+		}
+	}
+}

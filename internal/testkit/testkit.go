@@ -1,0 +1,183 @@
+// Package testkit holds what end-to-end tests share: the test database, a
+// fresh schema per test, the qd binary built once per test process, and
+// daemons started from a config and stopped with signals.
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// DefaultDatabaseURL is used when QD_TEST_DATABASE_URL is unset.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var schemaSeq atomic.Int64
+
+// MustDatabaseURL returns the test database URL. When the database cannot be
+// reached the test fails under CI (CI=true) and is skipped elsewhere.
+func MustDatabaseURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("QD_TEST_DATABASE_URL")
+	if u == "" {
+		u = DefaultDatabaseURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, u)
+	if err == nil {
+		err = pool.Ping(ctx)
+		pool.Close()
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("connect to test database %s: %v", lease.Redact(u), err)
+		}
+		tb.Skipf("test database %s unreachable: %v", lease.Redact(u), err)
+	}
+	return u
+}
+
+// MustSchema returns the test database URL with a fresh schema of its own
+// (not yet migrated), the schema's name, and drops the schema when the test
+// ends.
+func MustSchema(tb testing.TB) (string, string) {
+	tb.Helper()
+	base := MustDatabaseURL(tb)
+	schema := fmt.Sprintf("qde2e_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatalf("parse test database url: %v", err)
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pool, err := pgxpool.New(ctx, base)
+		if err != nil {
+			return
+		}
+		defer pool.Close()
+		_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	})
+	return u.String(), schema
+}
+
+// MustPool opens a pool on the test database (without the schema
+// parameter) and closes it when the test ends.
+func MustPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	u := MustDatabaseURL(tb)
+	pool, err := pgxpool.New(context.Background(), u)
+	if err != nil {
+		tb.Fatalf("open pool: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// MustBuild builds the qd binary once per test process (with the race
+// detector when the tests run with it) and returns its path.
+func MustBuild(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "qd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "qd")
+		args := []string{"build", "-o", buildPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "github.com/qd-run/qd/cmd/qd")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = moduleRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build qd: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Root returns the repository's root directory.
+func Root() string { return moduleRoot() }
+
+// QD runs the qd binary with args and the database URL in its environment
+// and returns its stdout, stderr and exit code.
+func QD(tb testing.TB, bin, dbURL string, args ...string) (string, string, int) {
+	tb.Helper()
+	return QDStdin(tb, bin, dbURL, "", args...)
+}
+
+// QDStdin is QD with stdin.
+func QDStdin(tb testing.TB, bin, dbURL, stdin string, args ...string) (string, string, int) {
+	tb.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			tb.Fatalf("run qd %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return out.String(), errb.String(), code
+}
+
+// MustQD runs qd and fails the test unless it exits 0; it returns stdout
+// without its trailing newline.
+func MustQD(tb testing.TB, bin, dbURL string, args ...string) string {
+	tb.Helper()
+	out, errOut, code := QD(tb, bin, dbURL, args...)
+	if code != 0 {
+		tb.Fatalf("qd %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// MustScript writes an executable shell script named name into dir.
+func MustScript(tb testing.TB, dir, name, body string) string {
+	tb.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		tb.Fatalf("write script: %v", err)
+	}
+	return path
+}

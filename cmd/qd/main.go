@@ -35,6 +35,7 @@ var commands = []*command{
 	pruneCommand,
 	daemonCommand,
 	statusCommand,
+	benchCommand,
 }
 
 // command is one subcommand of qd.

@@ -88,6 +88,9 @@ func TestScripts(t *testing.T) {
 			e.Setenv("XDG_CONFIG_HOME", e.WorkDir+"/xdg")
 			e.Setenv("XDG_STATE_HOME", e.WorkDir+"/xdgstate")
 			e.Defer(drop)
+			db := fmt.Sprintf("qdcli_db_%d_%d", os.Getpid(), schemaSeq.Add(1))
+			e.Setenv("QD_TEST_NEWDB", db)
+			e.Defer(func() { dropDatabase(t, base, db) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -99,7 +102,7 @@ func TestScripts(t *testing.T) {
 // cmdQDExit runs "qdexit CODE ARGS..." : qd ARGS must exit with CODE. Its
 // stdout and stderr are kept for the next stdout/stderr checks.
 func cmdQDExit(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 2 {
+	if neg || len(args) < 1 {
 		ts.Fatalf("usage: qdexit CODE ARGS...")
 	}
 	want, err := strconv.Atoi(args[0])
@@ -118,5 +121,20 @@ func cmdQDExit(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Logf("stdout:\n%s\nstderr:\n%s", ts.ReadFile("stdout"), ts.ReadFile("stderr"))
 		ts.Fatalf("qd %s: exit %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// dropDatabase removes a database a script may have made qd migrate create.
+func dropDatabase(tb testing.TB, base, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		tb.Logf("drop database %s: %v", name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		tb.Logf("drop database %s: %v", name, err)
 	}
 }

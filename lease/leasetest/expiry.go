@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,4 +229,55 @@ func testHeartbeatBatch(t *testing.T, p lease.Provider) {
 	if !errors.Is(res[3].Err, lease.ErrLeaseLost) && !errors.Is(res[3].Err, lease.ErrNotFound) {
 		t.Errorf("unknown run: got %v, want ErrLeaseLost or ErrNotFound", res[3].Err)
 	}
+}
+
+// Ensure claimers racing over lanes whose runs have all expired reap each
+// run once and refill each lane exactly to its limit.
+func testReapUnderRace(t *testing.T, p lease.Provider) {
+	limits := map[string]int{"rr-a": 1, "rr-b": 1, "rr-c": 2}
+	var expired []*lease.Lease
+	for lane, limit := range limits {
+		mustSetLane(t, p, lane, limit)
+		for range limit {
+			mustEnqueue(t, p, task(lane, "a"))
+			expired = append(expired, mustClaim(t, p, claimShort(lane)))
+			mustEnqueue(t, p, task(lane, "a"))
+		}
+	}
+	time.Sleep(pastShort)
+	var claimed atomic.Int64
+	lanes := newLaneTracker(limits)
+	f := &failures{t: t}
+	race(16, func(g int) {
+		for range 3 {
+			cp := claimIn()
+			if g%2 == 0 {
+				cp = claimIn("rr-a", "rr-b", "rr-c")
+			}
+			l, err := p.Claim(context.Background(), cp)
+			if errors.Is(err, lease.ErrNoWork) {
+				continue
+			}
+			if err != nil {
+				f.errorf("claim: %v", err)
+				continue
+			}
+			claimed.Add(1)
+			if err := lanes.enter(l.Lane); err != nil {
+				f.errorf("%v", err)
+			}
+		}
+	})
+	if got := claimed.Load(); got != 4 {
+		t.Errorf("racing claims over lanes with 4 expired runs and room for 4: %d claimed, want 4", got)
+	}
+	for _, l := range expired {
+		if r := mustRun(t, p, l.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
+			t.Errorf("expired run %d: state %s summary %q, want abandoned with the silence", l.RunID, r.State, r.Summary)
+		}
+	}
+	for lane, limit := range limits {
+		checkLane(t, p, lane, lease.Lane{Name: lane, MaxRunning: limit, Running: limit, Queued: limit})
+	}
+	checkConsistent(t, p)
 }

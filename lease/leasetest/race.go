@@ -19,12 +19,17 @@ const raceDeadline = 20 * time.Second
 // pause sleeps for up to max, at random.
 func pause(max time.Duration) { time.Sleep(rand.N(max + 1)) }
 
-// race runs fn in n goroutines and waits for them.
+// race runs fn in n goroutines, released together, and waits for them.
 func race(n int, fn func(g int)) {
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for g := range n {
-		wg.Go(func() { fn(g) })
+		wg.Go(func() {
+			<-start
+			fn(g)
+		})
 	}
+	close(start)
 	wg.Wait()
 }
 
@@ -271,49 +276,76 @@ func untilDone(t *testing.T, w *worker, n int, fn func()) {
 	}
 }
 
-// Ensure racing claims, some abandoned by their callers at random moments,
-// leave every task and run consistent.
+// Ensure racing claims and settlements, some cut short by their callers at
+// random moments, leave every task and run consistent.
 func testClaimAtomic(t *testing.T, p lease.Provider) {
 	limits := map[string]int{"atom-a": 3, "atom-b": 2, "atom-c": 1}
 	_, w := raceSetup(t, p, limits, 60, 100)
+	var st cutStats
+	st.latency.Store(int64(time.Millisecond))
 	race(24, func(int) {
 		for range 15 {
-			ctx, cancel := context.WithCancel(context.Background())
-			timer := time.AfterFunc(rand.N(3*time.Millisecond), cancel)
-			l, err := p.Claim(ctx, claimIn())
-			if err != nil {
-				if !errors.Is(err, lease.ErrNoWork) && ctx.Err() == nil {
-					w.f.errorf("claim: %v", err)
-				}
-				timer.Stop()
-				cancel()
-				pause(time.Millisecond)
-				continue
-			}
-			var s lease.Settlement
-			switch rand.IntN(10) {
-			case 0: // keep it: the run stays live
-				timer.Stop()
-				cancel()
-				continue
-			case 1, 2, 3:
-				s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, RetryIn: time.Millisecond}
-			case 4:
-				s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned}
-			default:
-				s = complete(l.RunID)
-			}
-			// The settlement races the same cancellation; either outcome
-			// must leave a consistent state.
-			errs, err := p.Settle(ctx, s)
-			if err == nil && errs[0] != nil {
-				w.f.errorf("settle run %d: %v", l.RunID, errs[0])
-			}
-			timer.Stop()
-			cancel()
+			st.round(p, w.f)
 		}
 	})
+	if st.claimed.Load() == 0 {
+		t.Errorf("no claim succeeded in %d rounds", 24*15)
+	}
+	t.Logf("%d claims succeeded; contexts cut %d claims and %d settlements", st.claimed.Load(), st.cutClaims.Load(), st.cutSettles.Load())
 	checkConsistent(t, p)
+}
+
+// cutStats drives claims whose context is cancelled at a random moment
+// within about twice the time a claim takes, so that cuts land before,
+// during and after the claim's commit whatever the provider's speed.
+type cutStats struct {
+	latency                        atomic.Int64 // of the last uncut claim, in ns
+	claimed, cutClaims, cutSettles atomic.Int64
+}
+
+func (st *cutStats) round(p lease.Provider, f *failures) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := time.AfterFunc(rand.N(2*time.Duration(st.latency.Load())+1), cancel)
+	defer timer.Stop()
+	begin := time.Now()
+	l, err := p.Claim(ctx, claimIn())
+	if ctx.Err() == nil {
+		st.latency.Store(int64(time.Since(begin)))
+	} else if d := st.latency.Load(); d < int64(time.Second) {
+		st.latency.CompareAndSwap(d, d*3/2) // cut too often: wait longer
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		st.cutClaims.Add(1)
+		return
+	case errors.Is(err, lease.ErrNoWork):
+		pause(time.Millisecond)
+		return
+	case err != nil:
+		f.errorf("claim: %v", err)
+		return
+	}
+	st.claimed.Add(1)
+	s := complete(l.RunID)
+	switch rand.IntN(10) {
+	case 0: // keep it: the run stays live
+		return
+	case 1, 2, 3:
+		s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, RetryIn: time.Millisecond}
+	case 4:
+		s = lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned}
+	}
+	// The settlement races the same cancellation.
+	errs, err := p.Settle(ctx, s)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		st.cutSettles.Add(1)
+	case err != nil:
+		f.errorf("settle run %d: %v", l.RunID, err)
+	case errs[0] != nil:
+		f.errorf("settle run %d: %v", l.RunID, errs[0])
+	}
 }
 
 // Ensure a task never has two live runs while many goroutines claim,

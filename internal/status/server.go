@@ -38,6 +38,7 @@ const (
 type Server struct {
 	sock   *socket
 	hs     *http.Server
+	mux    *http.ServeMux
 	snap   SnapshotFunc
 	logger hclog.Logger
 
@@ -62,6 +63,7 @@ func Listen(path string, snap SnapshotFunc, logger hclog.Logger) (*Server, error
 	s := &Server{sock: sock, snap: snap, logger: logger, fresh: map[net.Conn]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	s.mux = mux
 	s.hs = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -73,8 +75,17 @@ func Listen(path string, snap SnapshotFunc, logger hclog.Logger) (*Server, error
 		ErrorLog:          logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 	s.hs.RegisterOnShutdown(s.closeFresh)
+	if sock.replaced {
+		logger.Warn("replaced a stale status socket left by a daemon that did not shut down", "path", path)
+	}
 	logger.Info("status socket listening", "path", path)
 	return s, nil
+}
+
+// Handle adds a handler for pattern (net/http ServeMux syntax, such as
+// "POST /v1/runs/{id}/progress"). Call it before Serve.
+func (s *Server) Handle(pattern string, h http.HandlerFunc) {
+	s.mux.Handle(pattern, http.MaxBytesHandler(h, 64<<10))
 }
 
 // Path is the socket's path.

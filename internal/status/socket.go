@@ -27,6 +27,8 @@ type socket struct {
 	dev  uint64
 	ino  uint64
 	lock *os.File
+	// replaced is true when a stale socket was removed to make way.
+	replaced bool
 }
 
 // bindSocket creates the status socket at path, mode 0600 from the moment
@@ -54,14 +56,15 @@ func bindSocket(path string) (*socket, error) {
 }
 
 func bindUnlocked(dir, path string) (*socket, error) {
-	if err := clearStale(path); err != nil {
+	replaced, err := clearStale(path)
+	if err != nil {
 		return nil, err
 	}
 	ln, err := bindPrivate(dir, path)
 	if err != nil {
 		return nil, err
 	}
-	s := &socket{ln: ln, path: path}
+	s := &socket{ln: ln, path: path, replaced: replaced}
 	if s.dev, s.ino, err = fileID(path); err != nil {
 		ln.Close()
 		os.Remove(path)
@@ -126,30 +129,30 @@ func holder(name string) string {
 // clearStale makes way for a new socket at path: nothing there is fine; a
 // socket that refuses connections is stale and removed; a socket that
 // answers, or anything that is not a socket, is refused and left alone.
-func clearStale(path string) error {
+func clearStale(path string) (removed bool, err error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("inspect socket path: %w", err)
+		return false, fmt.Errorf("inspect socket path: %w", err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("socket path %s exists and is not a socket (%s); qd will not remove it: delete it or choose another socket path",
+		return false, fmt.Errorf("socket path %s exists and is not a socket (%s); qd will not remove it: delete it or choose another socket path",
 			path, fileKind(fi.Mode()))
 	}
 	conn, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err == nil {
 		conn.Close()
-		return fmt.Errorf("another qd is running (socket %s answers)", path)
+		return false, fmt.Errorf("another qd is running (socket %s answers)", path)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("probe existing socket %s: %w; qd will not remove it", path, err)
+		return false, fmt.Errorf("probe existing socket %s: %w; qd will not remove it", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale socket: %w", err)
+		return false, fmt.Errorf("remove stale socket: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 func fileKind(m fs.FileMode) string {
@@ -238,6 +241,9 @@ func fileID(path string) (dev, ino uint64, err error) {
 // the one this server bound, and releases the lock.
 func (s *socket) Close() error {
 	err := s.ln.Close()
+	if errors.Is(err, net.ErrClosed) { // already closed by http.Server
+		err = nil
+	}
 	if dev, ino, ferr := fileID(s.path); ferr == nil && dev == s.dev && ino == s.ino {
 		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove status socket: %w", rerr))
@@ -245,9 +251,6 @@ func (s *socket) Close() error {
 	}
 	if s.lock != nil {
 		s.lock.Close()
-	}
-	if errors.Is(err, net.ErrClosed) {
-		return nil
 	}
 	return err
 }

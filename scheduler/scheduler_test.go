@@ -1,0 +1,234 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/robfig/cron/v3"
+
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/lease/memlease"
+	"github.com/qd-run/qd/scheduler"
+)
+
+// Runner is a fake scheduler.Runner made of func fields.
+type Runner struct {
+	mu      sync.Mutex
+	running map[string]int
+	started []*lease.Lease
+	OnStart func(agent string, l *lease.Lease)
+}
+
+func (r *Runner) Running(agent string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running[agent]
+}
+
+func (r *Runner) Start(agent string, l *lease.Lease) error {
+	r.mu.Lock()
+	if r.running == nil {
+		r.running = map[string]int{}
+	}
+	r.running[agent]++
+	r.started = append(r.started, l)
+	r.mu.Unlock()
+	if r.OnStart != nil {
+		r.OnStart(agent, l)
+	}
+	return nil
+}
+
+func (r *Runner) finish(agent string) {
+	r.mu.Lock()
+	r.running[agent]--
+	r.mu.Unlock()
+}
+
+func (r *Runner) Started() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.started)
+}
+
+func MustSchedule(tb testing.TB, spec string) cron.Schedule {
+	tb.Helper()
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func MustEnqueue(tb testing.TB, q lease.Provider, lane, agent string) int64 {
+	tb.Helper()
+	id, _, err := q.Enqueue(context.Background(), lease.EnqueueParams{Lane: lane, Agent: agent})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
+}
+
+func start(tb testing.TB, s *scheduler.Scheduler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = s.Run(ctx)
+		close(done)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Ensure a tick claims up to the agent's parallelism across lanes, and a
+// tick that finds the agent full claims nothing.
+func TestScheduler_TickFillsParallel(t *testing.T) {
+	q := memlease.New()
+	for i := range 5 {
+		MustEnqueue(t, q, fmt.Sprintf("lane%d", i), "build")
+	}
+	MustEnqueue(t, q, "lane9", "other")
+	r := &Runner{}
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Logger: hclog.NewNullLogger(), Owner: "test"})
+	s.Set([]scheduler.Agent{{Name: "build", Schedule: MustSchedule(t, "@every 1s"), Parallel: 3, Lease: time.Minute}}, nil)
+	start(t, s)
+	waitFor(t, 3*time.Second, "first tick", func() bool { return r.Started() > 0 })
+	time.Sleep(2500 * time.Millisecond) // two more ticks while full
+	if got := r.Started(); got != 3 {
+		t.Fatalf("started %d runs, want 3 (parallel 3, agent full afterwards)", got)
+	}
+	for _, l := range r.started {
+		if l.Agent != "build" {
+			t.Errorf("claimed a task of agent %q", l.Agent)
+		}
+	}
+}
+
+// Ensure that when a claim fills every free slot, a finished run makes the
+// scheduler claim again at once instead of waiting for the next tick.
+func TestScheduler_KickDrainsBacklog(t *testing.T) {
+	q := memlease.New()
+	for range 20 {
+		MustEnqueue(t, q, "a", "fast")
+	}
+	var s *scheduler.Scheduler
+	r := &Runner{}
+	r.OnStart = func(agent string, l *lease.Lease) {
+		go func() {
+			_, _ = q.Settle(context.Background(), lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted})
+			r.finish(agent)
+			s.Kick(agent)
+		}()
+	}
+	s = scheduler.New(scheduler.Config{Queue: q, Runner: r, Owner: "test"})
+	// One tick, then none for a day: only kicks can drain twenty tasks.
+	s.Set([]scheduler.Agent{{Name: "fast", Schedule: onceAt{time.Now().Add(200 * time.Millisecond)}, Parallel: 1, Lease: time.Minute}}, nil)
+	start(t, s)
+	waitFor(t, 10*time.Second, "twenty runs", func() bool { return r.Started() == 20 })
+}
+
+// onceAt fires at its time and then not for a day.
+type onceAt struct{ at time.Time }
+
+func (o onceAt) Next(t time.Time) time.Time {
+	if t.Before(o.at) {
+		return o.at
+	}
+	return t.Add(24 * time.Hour)
+}
+
+// Ensure several schedulers sharing one queue enqueue each periodic tick
+// exactly once, because @every ticks are aligned and recorded in the queue.
+func TestScheduler_PeriodicExactlyOnce(t *testing.T) {
+	q := memlease.New()
+	p := scheduler.Periodic{Name: "nightly", Schedule: MustSchedule(t, "@every 1s"),
+		Task: lease.EnqueueParams{Lane: "p", Agent: "job"}}
+	began := time.Now()
+	for i := range 4 {
+		s := scheduler.New(scheduler.Config{Queue: q, Runner: &Runner{}, Owner: fmt.Sprint("d", i)})
+		s.Set(nil, []scheduler.Periodic{p})
+		start(t, s)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	ticks := int(time.Since(began)/time.Second) + 1
+	tasks, err := q.Tasks(context.Background(), lease.TaskFilter{Lane: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 2 || len(tasks) > ticks {
+		t.Fatalf("4 schedulers enqueued %d tasks in %d ticks; want one per tick", len(tasks), ticks)
+	}
+}
+
+// Ensure ticks missed while no daemon ran are skipped by default and run
+// once with catch-up.
+func TestScheduler_CatchUp(t *testing.T) {
+	for _, tt := range []struct {
+		catchUp bool
+		want    int
+	}{{false, 0}, {true, 1}} {
+		t.Run(fmt.Sprintf("CatchUp=%v", tt.catchUp), func(t *testing.T) {
+			q := memlease.New()
+			sched := MustSchedule(t, "0 * * * *")
+			past := time.Now().Add(-5 * time.Hour).Truncate(time.Hour)
+			if _, err := q.PeriodicTick(context.Background(), "hourly", past, lease.EnqueueParams{Lane: "h", Agent: "job"}); err != nil {
+				t.Fatal(err)
+			}
+			s := scheduler.New(scheduler.Config{Queue: q, Runner: &Runner{}, Owner: "d"})
+			s.Set(nil, []scheduler.Periodic{{Name: "hourly", Schedule: sched, CatchUp: tt.catchUp,
+				Task: lease.EnqueueParams{Lane: "h", Agent: "job"}}})
+			start(t, s)
+			time.Sleep(300 * time.Millisecond)
+			tasks, _ := q.Tasks(context.Background(), lease.TaskFilter{Lane: "h"})
+			if got := len(tasks) - 1; got != tt.want {
+				t.Fatalf("enqueued %d tasks for missed ticks, want %d", got, tt.want)
+			}
+			last, _ := q.PeriodicLast(context.Background(), "hourly")
+			if tt.catchUp && !last.Equal(time.Now().Truncate(time.Hour)) {
+				t.Errorf("last tick %s, want the latest missed tick %s", last, time.Now().Truncate(time.Hour))
+			}
+		})
+	}
+}
+
+// Ensure @every ticks are aligned to their interval, whatever the start
+// time, and counting missed ticks stops at now.
+func TestNext(t *testing.T) {
+	every := MustSchedule(t, "@every 30s")
+	base := time.Date(2026, 3, 1, 12, 0, 7, 0, time.UTC)
+	tests := []struct {
+		sched cron.Schedule
+		from  time.Time
+		want  time.Time
+	}{
+		{every, base, time.Date(2026, 3, 1, 12, 0, 30, 0, time.UTC)},
+		{every, base.Add(23 * time.Second), time.Date(2026, 3, 1, 12, 1, 0, 0, time.UTC)},
+		{MustSchedule(t, "15 * * * *"), base, time.Date(2026, 3, 1, 12, 15, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		if got := scheduler.Next(tt.sched, tt.from); !got.Equal(tt.want) {
+			t.Errorf("Next(%v) = %s, want %s", tt.from, got, tt.want)
+		}
+	}
+	n, latest := scheduler.Missed(every, base, base.Add(95*time.Second))
+	if n != 3 || !latest.Equal(time.Date(2026, 3, 1, 12, 1, 30, 0, time.UTC)) {
+		t.Errorf("Missed = %d, %s; want 3, 12:01:30", n, latest)
+	}
+}

@@ -36,12 +36,21 @@ CREATE TABLE {{schema}}.tasks (
     autovacuum_vacuum_cost_delay = 0
 );
 
+-- A note on the partial indexes below. Under the generic plans of prepared
+-- statements (pgx and plpgsql both prepare), and with statistics taken
+-- while few runs were live, the planner rates every small partial index as
+-- nearly free, and will walk one whose predicate a statement merely
+-- implies: a fenced update by id that says state = 'running' would scan
+-- every live run. So each predicate also names its key column (IS NOT
+-- NULL, always true for these rows), which only statements filtering on
+-- that column imply.
+
 -- Eligibility: the best queued task of a lane is the first entry.
 CREATE INDEX tasks_eligible_idx ON {{schema}}.tasks (lane, priority, run_after, id)
     WHERE state = 'queued';
 -- One unfinished task per dedupe key.
 CREATE UNIQUE INDEX tasks_dedupe_key_idx ON {{schema}}.tasks (dedupe_key)
-    WHERE state IN ('queued', 'running');
+    WHERE state IN ('queued', 'running') AND dedupe_key IS NOT NULL;
 -- Prune finds old finished tasks.
 CREATE INDEX tasks_finished_at_idx ON {{schema}}.tasks (finished_at)
     WHERE finished_at IS NOT NULL;
@@ -79,9 +88,12 @@ CREATE TABLE {{schema}}.runs (
 );
 
 -- Live runs of a lane: the reap and the lane count read only these.
-CREATE INDEX runs_running_lane_idx ON {{schema}}.runs (lane) WHERE state = 'running';
+CREATE INDEX runs_running_lane_idx ON {{schema}}.runs (lane)
+    WHERE state = 'running' AND lane IS NOT NULL;
 CREATE INDEX runs_task_id_idx ON {{schema}}.runs (task_id);
-CREATE INDEX runs_running_owner_idx ON {{schema}}.runs (owner) WHERE state = 'running';
+-- A restarted daemon abandons its previous incarnation's runs through this.
+CREATE INDEX runs_running_owner_idx ON {{schema}}.runs (owner)
+    WHERE state = 'running' AND owner IS NOT NULL;
 
 CREATE TABLE {{schema}}.periodic (
     name      text PRIMARY KEY,
@@ -378,7 +390,7 @@ BEGIN
         VALUES (p_lane, p_agent, p_payload::jsonb, p_payload, p_priority,
                 coalesce(p_run_after, clock_timestamp() + coalesce(p_delay, interval '0')),
                 p_max_attempts, 'queued', p_key)
-        ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING
+        ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') AND dedupe_key IS NOT NULL DO NOTHING
         RETURNING t.id INTO id;
         IF FOUND THEN
             existed := false;

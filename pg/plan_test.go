@@ -1,0 +1,191 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// Ensure claim, reap, heartbeat and settle never scan tasks or runs
+// sequentially with 100k finished tasks and their runs in history, even
+// under the generic plans that prepared statements end up with. The
+// statements run inside the schema's functions, so auto_explain shows
+// every nested statement's plan.
+func TestPlans_NoSeqScanWithHistory(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	s := p.Schema()
+	setup := MustConn(t)
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %[1]s.lanes (name, max_running) SELECT 'h' || i, 4 FROM generate_series(0, 49) i`, s),
+		fmt.Sprintf(`INSERT INTO %[1]s.tasks (lane, agent, payload, payload_text, run_after, attempts, max_attempts, state, finished_at)
+			SELECT 'h' || (i %% 50), 'a', '{}', '{}', now() - interval '1 day', 1, 3, 'done', now() - interval '1 day'
+			FROM generate_series(1, 100000) i`, s),
+		fmt.Sprintf(`INSERT INTO %[1]s.runs (task_id, lane, agent, attempt, owner, state, lease_expires_at, finished_at)
+			SELECT id, lane, agent, 1, 'old', 'completed', finished_at, finished_at FROM %[1]s.tasks`, s),
+		fmt.Sprintf(`ANALYZE %[1]s.lanes, %[1]s.tasks, %[1]s.runs`, s),
+	} {
+		mustExec(t, setup, q)
+	}
+	// Live work: an expired run to reap, queued tasks to claim.
+	for i := range 6 {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: fmt.Sprintf("h%d", i%3), Agent: "a"})
+	}
+	expired := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"h0"}, Owner: "o", Lease: 100 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond)
+
+	cfg, err := pgx.ParseConfig(MustTestURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		plans = append(plans, n.Message)
+		mu.Unlock()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_level = notice",
+		"SET plan_cache_mode = force_generic_plan",
+	} {
+		mustExec(t, conn, q)
+	}
+	run := func(sql string, args ...any) {
+		t.Helper()
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1)`, s))
+	run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4)`, s))
+	run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2)`, s))
+	live, err := p.Runs(ctx, lease.RunFilter{State: lease.RunRunning})
+	if err != nil || len(live) < 2 {
+		t.Fatalf("live runs: %d %v", len(live), err)
+	}
+	if r := MustRun(t, p, expired.RunID); r.State != lease.RunAbandoned {
+		t.Fatalf("the expired run was not reaped: %s", r.State)
+	}
+	run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4)`, s),
+		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil})
+	run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8)`, s),
+		[]int64{live[0].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false})
+	run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', 'x', 'gone')`, s))
+	run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key')`, s))
+
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(plans, "\n")
+	for _, want := range []string{"Update on runs", "Update on tasks", "Insert on runs", "runs_running_lane_idx", "tasks_eligible_idx"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no plan mentions %q: the statements were not all explained", want)
+		}
+	}
+	// A partial index must be searched (an Index Cond on its key), never
+	// walked whole: a walk visits every live run or unfinished task.
+	for _, plan := range plans {
+		for _, table := range []string{"tasks", "runs"} {
+			if strings.Contains(plan, "Seq Scan on "+table) {
+				t.Errorf("sequential scan of %s:\n%s", table, plan)
+			}
+		}
+		lines := strings.Split(plan, "\n")
+		for i, line := range lines {
+			for _, idx := range []string{"runs_running_lane_idx", "runs_running_owner_idx", "tasks_dedupe_key_idx", "tasks_eligible_idx"} {
+				if strings.Contains(line, "using "+idx) && (i+1 == len(lines) || !strings.Contains(lines[i+1], "Index Cond:")) {
+					t.Errorf("%s walked without a search condition:\n%s", idx, plan)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("%d plans seen:\n%s", len(plans), all)
+	}
+}
+
+// Ensure heartbeats are HOT updates: at least 95% of them write no index
+// entry.
+func TestHeartbeat_HOT(t *testing.T) {
+	u, schema := MustSchemaURL(t, nil)
+	p := MustOpenURL(t, u, true)
+	ctx := context.Background()
+	if _, err := p.SetLane(ctx, lease.LaneUpdate{Name: "hot", MaxRunning: intp(100)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: "hot", Agent: "a", Payload: []byte(`{"pad":"` + strings.Repeat("x", 200) + `"}`)})
+	}
+	ls, err := p.ClaimMany(ctx, lease.ClaimParams{Owner: "o"}, 100)
+	if err != nil || len(ls) != 100 {
+		t.Fatalf("claim many: %d %v", len(ls), err)
+	}
+	const rounds = 50
+	beats := make([]lease.Beat, len(ls))
+	for r := range rounds {
+		for i, l := range ls {
+			beats[i] = lease.Beat{RunID: l.RunID, Lease: time.Minute, PID: 1000 + r, LastOutputAt: time.Now()}
+		}
+		res, err := p.Heartbeat(ctx, beats...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range res {
+			if b.Err != nil {
+				t.Fatal(b.Err)
+			}
+		}
+	}
+	p.Close() // the backends flush their statistics as they exit
+	conn := MustConn(t)
+	var upd, hot int64
+	for range 100 {
+		mustExec(t, conn, "SELECT pg_stat_clear_snapshot()")
+		err := conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = 'runs'`, schema).Scan(&upd, &hot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if upd >= rounds*100 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if upd < rounds*100 {
+		t.Fatalf("statistics show %d updates of runs, want %d", upd, rounds*100)
+	}
+	share := float64(hot) / float64(upd)
+	t.Logf("heartbeats: %d updates, %d HOT (%.1f%%)", upd, hot, 100*share)
+	if share < 0.95 {
+		t.Errorf("HOT share of heartbeats %.1f%%, want at least 95%%", 100*share)
+	}
+}

@@ -20,6 +20,10 @@ import (
 // TestMain lets the test binary act as qd: scripts and tests that exec
 // "qd" run the real command, through main.
 func TestMain(m *testing.M) {
+	if os.Getenv("GORACE") == "" {
+		// A race-enabled qd would otherwise sleep a second at every exit.
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	testscript.Main(m, map[string]func(){"qd": main})
 }
 

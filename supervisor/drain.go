@@ -30,7 +30,7 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 	for _, r := range rs {
 		r.terminate(stopShutdown, "supervisor shutdown", 0)
 	}
-	if !waitRuns(rs, grace, hurry) {
+	if !waitRuns(rs, grace, hurry, func(r *run) <-chan struct{} { return r.exited }) {
 		n := 0
 		for _, r := range rs {
 			if !exited(r) {
@@ -38,22 +38,23 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 				r.kill(stopShutdown, "supervisor shutdown")
 			}
 		}
-		s.log.Warn("grace over, killed what was left", "runs", n)
+		s.log.Warn("grace over, killed the children left", "runs", n)
 	}
-	if !waitRuns(rs, settleWait, nil) {
+	if !waitRuns(rs, settleWait, nil, func(r *run) <-chan struct{} { return r.done }) {
 		s.logUnreleased(rs)
 	}
 	s.giveUp()
 	s.log.Info("drained")
 }
 
-// waitRuns waits up to d, or until hurry closes, for every run to be done.
-func waitRuns(rs []*run, d time.Duration, hurry <-chan struct{}) bool {
+// waitRuns waits up to d, or until hurry closes, for the channel that ch
+// picks from every run to close.
+func waitRuns(rs []*run, d time.Duration, hurry <-chan struct{}, ch func(*run) <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for _, r := range rs {
 		select {
-		case <-r.done:
+		case <-ch(r):
 		case <-t.C:
 			return false
 		case <-hurry:
@@ -79,5 +80,6 @@ func (s *Supervisor) logUnreleased(rs []*run) {
 		}
 		r.mu.Unlock()
 	}
-	s.log.Error("could not release runs; their leases expire on their own", "runs", n, "lease_expires_by", last)
+	s.log.Error("could not release runs; their leases expire on their own", "runs", n,
+		"lease_expires_by", last.Round(0).Format(time.RFC3339))
 }

@@ -107,8 +107,9 @@ func (s *Supervisor) check(r *run, now int64) (next int64, due bool) {
 	hb, reason, pid := r.hb, r.reason, r.pid
 	r.mu.Unlock()
 	next = now + int64(maxTick)
-	due = !hb.inFlight && now >= hb.next
-	if !due && !hb.inFlight {
+	// A run whose lease is given up needs no more heartbeats.
+	due = !hb.inFlight && now >= hb.next && reason < stopFenced
+	if !due && !hb.inFlight && reason < stopFenced {
 		next = hb.next
 	}
 	if exited(r) || pid == 0 {

@@ -1,0 +1,188 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+func TestSupervisor_Heartbeat(t *testing.T) {
+	t.Run("KeepsLeaseAlive", func(t *testing.T) {
+		// Ensure heartbeats keep a 2s lease alive for a 5s child, so the
+		// run completes instead of losing its lease.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("sleep 5; echo survived", "{}", Spec{Lease: 2 * time.Second})
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCompleted || r.Summary != "survived" {
+			t.Fatalf("run = %s %q, want completed \"survived\"", r.State, r.Summary)
+		}
+		if r.PID == 0 || r.LastHeartbeatAt.IsZero() {
+			t.Fatalf("run pid %d, last heartbeat %v: want both recorded by heartbeats", r.PID, r.LastHeartbeatAt)
+		}
+		if h.loops.Load() < 5 {
+			t.Fatalf("OnLoop called %d times in 5s, want at least once a second", h.loops.Load())
+		}
+	})
+
+	t.Run("Batched", func(t *testing.T) {
+		// Ensure live runs due together share one Heartbeat call.
+		t.Parallel()
+		var mu sync.Mutex
+		most := 0
+		h := MustHarness(t, func(f *fakeProvider) {
+			f.HeartbeatFn = func(ctx context.Context, beats ...lease.Beat) ([]lease.BeatResult, error) {
+				mu.Lock()
+				most = max(most, len(beats))
+				mu.Unlock()
+				return f.Provider.Heartbeat(ctx, beats...)
+			}
+		})
+		var ls []*lease.Lease
+		claimed := time.Now()
+		for range 4 {
+			ls = append(ls, h.start("sleep 3", "{}", Spec{Lease: 3 * time.Second, Claimed: claimed}))
+		}
+		for _, l := range ls {
+			if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+				t.Fatalf("run %d = %s, want completed", l.RunID, r.State)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if most != 4 {
+			t.Fatalf("largest heartbeat batch = %d runs, want all 4", most)
+		}
+	})
+}
+
+func TestSupervisor_Fencing(t *testing.T) {
+	t.Run("ProviderUnreachable", func(t *testing.T) {
+		// Ensure that when no heartbeat gets through, the child's group is
+		// killed before its lease would expire.
+		t.Parallel()
+		h := MustHarness(t, func(f *fakeProvider) {
+			f.HeartbeatFn = func(context.Context, ...lease.Beat) ([]lease.BeatResult, error) {
+				return nil, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+			}
+		})
+		pidFile := filepath.Join(t.TempDir(), "gc")
+		start := time.Now()
+		l := h.start("sleep 300 & echo $! > "+pidFile+"; sleep 300", "{}", Spec{Lease: 2 * time.Second})
+		gc := MustReadPID(t, pidFile)
+		r := h.waitRun(l.RunID)
+		MustDie(t, gc, "grandchild")
+		if r.State != lease.RunAbandoned || !strings.Contains(r.Summary, "no heartbeat answer") {
+			t.Fatalf("run = %s %q, want abandoned for want of heartbeats", r.State, r.Summary)
+		}
+		if r.Signal != "SIGKILL" {
+			t.Fatalf("signal = %q, want SIGKILL", r.Signal)
+		}
+		if !r.FinishedAt.Before(start.Add(2 * time.Second)) {
+			t.Fatalf("run settled %v after the claim, want before its 2s lease ran out", r.FinishedAt.Sub(start))
+		}
+	})
+
+	t.Run("LeaseLost", func(t *testing.T) {
+		// Ensure a heartbeat answered with ErrLeaseLost kills the child's
+		// group and settles nothing over the new owner's state.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		pidFile := filepath.Join(t.TempDir(), "gc")
+		l := h.start("sleep 300 & echo $! > "+pidFile+"; sleep 300", "{}", Spec{Lease: 3 * time.Second})
+		gc := MustReadPID(t, pidFile)
+		if _, err := h.mem.AbandonOwner(context.Background(), "test", "other", "reaped elsewhere"); err != nil {
+			t.Fatal(err)
+		}
+		MustDie(t, gc, "grandchild")
+		h.waitGone()
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunAbandoned || r.Summary != "reaped elsewhere" {
+			t.Fatalf("run = %s %q, want the reaper's record untouched", r.State, r.Summary)
+		}
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		// Ensure a cancel request seen on a heartbeat stops the group and
+		// settles the run as cancelled.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		pidFile := filepath.Join(t.TempDir(), "gc")
+		l := h.start("sleep 300 & echo $! > "+pidFile+"; sleep 300", "{}",
+			Spec{Lease: 3 * time.Second, KillGrace: time.Second})
+		gc := MustReadPID(t, pidFile)
+		if _, err := h.mem.Cancel(context.Background(), l.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		r := h.waitRun(l.RunID)
+		MustDie(t, gc, "grandchild")
+		if r.State != lease.RunCancelled {
+			t.Fatalf("run = %s %q, want cancelled", r.State, r.Summary)
+		}
+		if got := h.task(l.TaskID).State; got != lease.TaskCancelled {
+			t.Fatalf("task = %s, want cancelled", got)
+		}
+	})
+}
+
+func TestSupervisor_Settle(t *testing.T) {
+	t.Run("GroupCommit", func(t *testing.T) {
+		// Ensure runs that end while a Settle call is in flight are settled
+		// together in the next call.
+		t.Parallel()
+		var mu sync.Mutex
+		var sizes []int
+		h := MustHarness(t, func(f *fakeProvider) {
+			f.SettleFn = func(ctx context.Context, s ...lease.Settlement) ([]error, error) {
+				mu.Lock()
+				sizes = append(sizes, len(s))
+				mu.Unlock()
+				time.Sleep(500 * time.Millisecond)
+				return f.Provider.Settle(ctx, s...)
+			}
+		})
+		var ls []*lease.Lease
+		for range 5 {
+			ls = append(ls, h.start("exit 0", "{}", Spec{}))
+		}
+		for _, l := range ls {
+			if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+				t.Fatalf("run %d = %s, want completed", l.RunID, r.State)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sizes) >= 5 {
+			t.Fatalf("Settle batches = %v, want runs settled together", sizes)
+		}
+	})
+
+	t.Run("RetriedAfterError", func(t *testing.T) {
+		// Ensure a settlement refused by a provider error is retried until
+		// it lands.
+		t.Parallel()
+		var mu sync.Mutex
+		fails := 2
+		h := MustHarness(t, func(f *fakeProvider) {
+			f.SettleFn = func(ctx context.Context, s ...lease.Settlement) ([]error, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if fails > 0 {
+					fails--
+					return nil, errors.New("connection reset by peer")
+				}
+				return f.Provider.Settle(ctx, s...)
+			}
+		})
+		l := h.start("echo ok", "{}", Spec{})
+		if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+			t.Fatalf("run = %s, want completed after retries", r.State)
+		}
+	})
+}

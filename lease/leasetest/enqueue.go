@@ -136,13 +136,23 @@ func testEnqueueInvalid(t *testing.T, p lease.Provider) {
 			t.Errorf("claim with %s: got %v, want ErrInvalid", name, err)
 		}
 	}
-	neg, zero := -1, 0
+	neg, zero, one := -1, 0, 1
 	for name, u := range map[string]lease.LaneUpdate{
-		"bad name":       {Name: "a b", MaxRunning: &zero},
+		"bad name":       {Name: "a b", MaxRunning: &one},
+		"zero limit":     {Name: "ok", MaxRunning: &zero},
 		"negative limit": {Name: "ok", MaxRunning: &neg},
 	} {
 		if _, err := p.SetLane(ctx, u); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("set lane with %s: got %v, want ErrInvalid", name, err)
 		}
+	}
+	if _, err := p.ClaimMany(ctx, lease.ClaimParams{Owner: "o"}, 0); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("claim many of 0: got %v, want ErrInvalid", err)
+	}
+	if _, err := p.AbandonOwner(ctx, "", "i", "gone"); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("abandon owner with no owner: got %v, want ErrInvalid", err)
+	}
+	if ls, err := p.Lanes(ctx); err != nil || len(ls) != 0 {
+		t.Errorf("refused lane changes left lanes %+v, %v", ls, err)
 	}
 }

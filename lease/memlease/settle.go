@@ -193,6 +193,9 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 
 // AbandonOwner abandons every running run of owner held by another instance.
 func (p *Provider) AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error) {
+	if owner == "" {
+		return nil, fmt.Errorf("abandon runs: %w: owner is empty", lease.ErrInvalid)
+	}
 	now, err := p.lock(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("abandon runs of %s: %w", owner, err)

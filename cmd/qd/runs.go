@@ -106,10 +106,19 @@ func writeRunTable(env *Env, runs []lease.Run) error {
 	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "SUMMARY")
 	for _, r := range runs {
 		tb.row(strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.TaskID, 10), strconv.Itoa(r.Attempt),
-			r.Owner, string(r.State), relTime(r.StartedAt, now), runDuration(r, now), exitText(r),
+			r.Owner, runState(r), relTime(r.StartedAt, now), runDuration(r, now), exitText(r),
 			silence(r), truncate(r.Summary, 60))
 	}
 	return tb.flush()
+}
+
+// runState marks a running run whose lease has run out and that no claim
+// has reaped yet.
+func runState(r lease.Run) string {
+	if r.State == lease.RunRunning && r.LeaseLeft <= 0 {
+		return "running (lease expired)"
+	}
+	return string(r.State)
 }
 
 func runDuration(r lease.Run, now time.Time) string {

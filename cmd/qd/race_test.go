@@ -204,3 +204,48 @@ func sampleLive(ctx context.Context, base, schema string, limits map[string]int)
 	}
 	return nil
 }
+
+// Ensure qd logs --follow prints what the daemon appends to the run's log
+// file and returns once the run has ended.
+func TestLogs_Follow(t *testing.T) {
+	base := MustTestDB(t)
+	u, drop := newSchema(t, base)
+	t.Cleanup(drop)
+	dir := t.TempDir()
+	conf := dir + "/qd.hcl"
+	if err := os.WriteFile(conf, []byte("state_dir = \""+dir+"/state\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"QD_DATABASE_URL=" + u, "QD_CONFIG=" + conf}
+	MustQD(t, env, "migrate")
+	MustQD(t, env, "enqueue", "--agent", "a")
+	MustQD(t, env, "claim")
+	if err := os.MkdirAll(dir+"/state/runs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := dir + "/state/runs/1.log"
+	if err := os.WriteFile(logPath, []byte("first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("qd", "logs", "1", "--follow")
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("second\n")
+	f.Close()
+	MustQD(t, env, "complete", "1")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("qd logs --follow: %v", err)
+	}
+	if got, want := out.String(), "first\nsecond\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

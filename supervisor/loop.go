@@ -58,14 +58,14 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.cfg.OnLoop()
 		}
 		now := s.mono()
-		due, next := s.pass(now)
+		batch, due, next := s.pass(now)
 		switch {
-		case len(due) == 0 || inFlight:
+		case !due || inFlight:
 		case now < retryAt:
 			next = min(next, retryAt)
 		default:
 			inFlight = true
-			s.send(due, replies)
+			s.send(batch, replies)
 		}
 		timer.Reset(min(max(time.Duration(next-now), 5*time.Millisecond), maxTick))
 	}
@@ -75,19 +75,30 @@ func retryDelay(failures int) time.Duration {
 	return min(250*time.Millisecond<<min(failures, 5), 5*time.Second)
 }
 
-// pass enforces deadlines, timeouts and stalls, and returns the runs whose
-// heartbeat is due and when the next pass is needed (mono ns).
-func (s *Supervisor) pass(now int64) (due []*run, next int64) {
+// pass enforces deadlines, timeouts and stalls, and says whether a
+// heartbeat is due, which runs it should carry and when the next pass is
+// needed (mono ns). A due heartbeat also carries the runs that are within
+// half an interval of due, so runs started at different times fall into
+// one batch per interval instead of one call each.
+func (s *Supervisor) pass(now int64) (batch []*run, due bool, next int64) {
 	next = now + int64(maxTick)
 	for _, r := range s.live() {
-		when, beat := s.check(r, now)
+		when, state := s.check(r, now)
 		next = min(next, when)
-		if beat {
-			due = append(due, r)
+		if state != beatLater {
+			batch = append(batch, r)
 		}
+		due = due || state == beatDue
 	}
-	return due, next
+	return batch, due, next
 }
+
+// What check says about a run's heartbeat in this pass.
+const (
+	beatLater = iota // not yet, or in flight, or no longer wanted
+	beatEarly        // may go with a batch
+	beatDue          // must go now
+)
 
 func (s *Supervisor) live() []*run {
 	s.mu.Lock()
@@ -102,28 +113,35 @@ func (s *Supervisor) live() []*run {
 // check looks at one run: kills it when its lease would run out, stops it on
 // timeout or stall, and says whether a heartbeat is due and when the run
 // next needs a pass (mono ns).
-func (s *Supervisor) check(r *run, now int64) (next int64, due bool) {
+func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 	r.mu.Lock()
 	hb, reason, pid := r.hb, r.reason, r.pid
 	r.mu.Unlock()
 	next = now + int64(maxTick)
 	// A run whose lease is given up needs no more heartbeats.
-	due = !hb.inFlight && now >= hb.next && reason < stopFenced
-	if !due && !hb.inFlight && reason < stopFenced {
-		next = hb.next
+	if !hb.inFlight && reason < stopFenced {
+		switch {
+		case now >= hb.next:
+			state = beatDue
+		case now >= hb.next-int64(r.spec.Heartbeat/2):
+			state = beatEarly
+			next = hb.next
+		default:
+			next = hb.next
+		}
 	}
 	if exited(r) || pid == 0 {
-		return next, due
+		return next, state
 	}
 	sp := r.spec
 	switch {
 	case reason >= stopFenced:
-		return next, due
+		return next, state
 	case now >= hb.deadline:
 		silent := time.Duration(now - hb.ackAt).Round(time.Millisecond)
 		r.log.Error("no heartbeat got through; killing the child before its lease expires", "silent", silent)
 		r.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
-		return next, due
+		return next, state
 	case reason != stopNone:
 	case sp.Timeout > 0 && now-r.startNs >= int64(sp.Timeout):
 		r.log.Warn("child timed out", "timeout", sp.Timeout)
@@ -139,7 +157,7 @@ func (s *Supervisor) check(r *run, now int64) (next int64, due bool) {
 			next = min(next, r.lastOutput()+int64(sp.StallTimeout))
 		}
 	}
-	return min(next, hb.deadline), due
+	return min(next, hb.deadline), state
 }
 
 // lastOutput is when the child last wrote, or when it started.

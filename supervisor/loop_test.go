@@ -32,7 +32,8 @@ func TestSupervisor_Heartbeat(t *testing.T) {
 	})
 
 	t.Run("Batched", func(t *testing.T) {
-		// Ensure live runs due together share one Heartbeat call.
+		// Ensure live runs started at different times come to share one
+		// Heartbeat call per interval.
 		t.Parallel()
 		var mu sync.Mutex
 		most := 0
@@ -45,9 +46,9 @@ func TestSupervisor_Heartbeat(t *testing.T) {
 			}
 		})
 		var ls []*lease.Lease
-		claimed := time.Now()
 		for range 4 {
-			ls = append(ls, h.start("sleep 3", "{}", Spec{Lease: 3 * time.Second, Claimed: claimed}))
+			ls = append(ls, h.start("sleep 5", "{}", Spec{Lease: 3 * time.Second}))
+			time.Sleep(250 * time.Millisecond)
 		}
 		for _, l := range ls {
 			if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {

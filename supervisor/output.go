@@ -75,6 +75,7 @@ func (o *output) write(p []byte, stdout bool) {
 
 func (o *output) toRing(p []byte) {
 	if len(p) > tailSize {
+		o.n += int64(len(p) - tailSize)
 		p = p[len(p)-tailSize:]
 	}
 	at := int(o.n % tailSize)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -319,4 +320,45 @@ func TestSupervisor_Start_AfterDrain(t *testing.T) {
 	if task := h.task(l.TaskID); task.State != lease.TaskQueued || task.Attempts != 0 {
 		t.Fatalf("task = %s after %d attempts, want queued with the attempt refunded", task.State, task.Attempts)
 	}
+}
+
+func TestSupervisor_ManyRuns(t *testing.T) {
+	// Ensure a few hundred short runs leave no file descriptors, goroutines,
+	// zombies or records behind.
+	h := MustHarness(t, nil)
+	h.start("exit 0", "{}", Spec{}) // warm up the spawner and the loop
+	h.waitGone()
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	var ls []*lease.Lease
+	for range 300 {
+		ls = append(ls, h.start("echo ok", "{}", Spec{}))
+	}
+	for _, l := range ls {
+		if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+			t.Fatalf("run %d = %s, want completed", l.RunID, r.State)
+		}
+	}
+	h.waitGone()
+	time.Sleep(100 * time.Millisecond)
+	if got := openFDs(t); got > fds+5 {
+		t.Errorf("open fds %d -> %d after 300 runs", fds, got)
+	}
+	if got := runtime.NumGoroutine(); got > goroutines+5 {
+		t.Errorf("goroutines %d -> %d after 300 runs", goroutines, got)
+	}
+	if z := zombies(t); len(z) > 0 {
+		t.Errorf("zombie children: %v", z)
+	}
+	if ents, _ := os.ReadDir(childrenDir(h.state)); len(ents) != 0 {
+		t.Errorf("%d child records left, want none", len(ents))
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		t.Skip("cannot count open files here")
+	}
+	return len(ents)
 }

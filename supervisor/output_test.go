@@ -1,0 +1,66 @@
+package supervisor
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOutput_LastLine(t *testing.T) {
+	long := strings.Repeat("a", lineMax+50)
+	tests := []struct {
+		name   string
+		chunks []string
+		want   string
+	}{
+		{"Empty", nil, ""},
+		{"OneLine", []string{"hello\n"}, "hello"},
+		{"Unfinished", []string{"a\nb"}, "b"},
+		{"SkipsBlank", []string{"result\n\n   \n"}, "result"},
+		{"CRLF", []string{"done\r\n"}, "done"},
+		{"SplitAcrossReads", []string{"hel", "lo wo", "rld\nnext", " one\n"}, "next one"},
+		{"LongCut", []string{long + "\n"}, strings.Repeat("a", lineMax) + "…"},
+		{"LongThenShort", []string{long, "\nshort\n"}, "short"},
+		{"NUL", []string{"a\x00b\n"}, "ab"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Ensure the summary is the last non-empty stdout line, bounded.
+			o := newOutput(nil)
+			for _, c := range tt.chunks {
+				o.write([]byte(c), true)
+			}
+			if got := o.lastLine(); got != tt.want {
+				t.Fatalf("lastLine = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOutput_Tail(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		want   string
+	}{
+		{"Short", []string{"ab", "cd"}, "abcd"},
+		{"Wraps", []string{strings.Repeat("x", tailSize-1), "yz"}, strings.Repeat("x", tailSize-2) + "yz"},
+		{"HugeWrite", []string{"start", strings.Repeat("q", 3*tailSize) + "end"}, strings.Repeat("q", tailSize-3) + "end"},
+		{"CutRune", []string{"é" + strings.Repeat("r", tailSize-1)}, strings.Repeat("r", tailSize-1)},
+		{"Stderr", []string{"err"}, "err"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Ensure the tail holds the last bytes as valid text.
+			o := newOutput(nil)
+			for _, c := range tt.chunks {
+				o.write([]byte(c), false)
+			}
+			if got := o.tail(); got != tt.want {
+				t.Fatalf("tail = %d bytes %.20q…, want %d bytes %.20q…", len(got), got, len(tt.want), tt.want)
+			}
+			if o.lastLine() != "" {
+				t.Fatal("stderr reached the summary")
+			}
+		})
+	}
+}

@@ -1,0 +1,117 @@
+package faults
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// figures gathers the counters of every scenario for the closing report.
+type figures struct {
+	mu            sync.Mutex
+	faults        map[string]int
+	tasks, runs   int
+	reruns        int
+	lost          int
+	duplicates    int
+	pauseOverlaps int
+	pauseMax      time.Duration
+	worstLane     string
+	worstOcc      int
+	worstLimit    int
+	lanesOver     int
+	staleRejected int
+	staleApplied  int
+	orphans       int
+	secrets       int
+	badRejected   int
+	badTotal      int
+	maxRSS        int64 // KiB
+	recovery      []time.Duration
+}
+
+var fig = &figures{faults: map[string]int{}}
+
+func (f *figures) fault(kind string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults[kind] += n
+}
+
+func (f *figures) add(fn func(f *figures)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// lane records a lane's worst occupancy; the worst ratio is kept.
+func (f *figures) lane(name string, occ, limit int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if occ > limit {
+		f.lanesOver++
+	}
+	if f.worstLimit == 0 || occ*f.worstLimit > f.worstOcc*limit {
+		f.worstLane, f.worstOcc, f.worstLimit = name, occ, limit
+	}
+}
+
+func (f *figures) recovered(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recovery = append(f.recovery, d)
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// report prints the table, then the one summary line, last.
+func (f *figures) report(w io.Writer, code int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kinds := make([]string, 0, len(f.faults))
+	total := 0
+	for k, n := range f.faults {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+		total += n
+	}
+	sort.Strings(kinds)
+	p50, p99 := percentile(f.recovery, 0.50), percentile(f.recovery, 0.99)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nqd fault suite figures (seed %d)\n", seed)
+	row := func(k string, v any) { fmt.Fprintf(tw, "  %s\t%v\n", k, v) }
+	row("faults injected", fmt.Sprintf("%d (%s)", total, strings.Join(kinds, ", ")))
+	row("tasks / runs", fmt.Sprintf("%d / %d", f.tasks, f.runs))
+	row("re-runs after reap", f.reruns)
+	row("lost tasks", f.lost)
+	row("concurrent duplicates", f.duplicates)
+	row("pause-window overlaps", fmt.Sprintf("%d, max %s", f.pauseOverlaps, f.pauseMax.Round(time.Millisecond)))
+	row("worst lane occupancy", fmt.Sprintf("%d/%d (%s)", f.worstOcc, f.worstLimit, f.worstLane))
+	row("stale writes rejected / applied", fmt.Sprintf("%d / %d", f.staleRejected, f.staleApplied))
+	row("orphan processes left", f.orphans)
+	row("secrets found", f.secrets)
+	row("bad inputs rejected", fmt.Sprintf("%d/%d", f.badRejected, f.badTotal))
+	row("daemon RSS max under flood", fmt.Sprintf("%d MiB", f.maxRSS/1024))
+	row("recovery latency p50 / p99", fmt.Sprintf("%s / %s (n=%d)", p50.Round(time.Millisecond), p99.Round(time.Millisecond), len(f.recovery)))
+	tw.Flush()
+	verdict := "PASS"
+	if code != 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "faults: %s seed=%d faults=%d tasks=%d runs=%d reruns=%d lost=%d duplicates=%d lanes_over=%d stale_applied=%d orphans=%d secrets=%d bad_rejected=%d/%d recovery_p50=%s p99=%s\n",
+		verdict, seed, total, f.tasks, f.runs, f.reruns, f.lost, f.duplicates, f.overLanes(), f.staleApplied, f.orphans, f.secrets,
+		f.badRejected, f.badTotal, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+}
+
+func (f *figures) overLanes() int { return f.lanesOver }

@@ -1,0 +1,80 @@
+package faults
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+var (
+	soak     = flag.Bool("soak", false, "run the longer randomised variant of the suite")
+	seedFlag = flag.Uint64("seed", 0, "seed of the randomised choices (0: from the clock); printed by every run")
+)
+
+// seed is the seed of this run's random choices.
+var seed uint64
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	seed = *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	code := m.Run()
+	fig.report(os.Stdout, code)
+	if path := os.Getenv("QD_FAULTS_FIGURES"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			fig.report(f, code)
+			f.Close()
+		}
+	}
+	os.Exit(code)
+}
+
+// rng returns a random source for one scenario, derived from the run's
+// seed and the scenario's name so that -seed replays every scenario.
+func rng(t *testing.T) *rand.Rand {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(t.Name()) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(seed, h))
+}
+
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// mustAgent builds the fake agent once per test process, without the race
+// detector: dozens of copies run at once.
+func mustAgent(t *testing.T) string {
+	t.Helper()
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "qd-fakeagent-")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		agentPath = filepath.Join(dir, "fakeagent")
+		cmd := exec.Command("go", "build", "-o", agentPath, "github.com/qd-run/qd/faults/fakeagent")
+		cmd.Dir = testkit.Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("go build fakeagent: %v\n%s", err, out)
+		}
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+	return agentPath
+}

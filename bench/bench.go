@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +55,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	b.r.Seconds = time.Since(b.r.Started).Seconds()
+	b.r.Environment.LoadAfter = loadAverage()
 	return b.r, nil
 }
 
@@ -79,5 +82,20 @@ func (b *runner) environment(ctx context.Context) error {
 	e.CPUs = runtime.NumCPU()
 	e.GoVersion = runtime.Version()
 	e.MeasureSeconds = b.sc.Measure.Seconds()
+	e.LoadBefore = loadAverage()
 	return nil
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages of the machine,
+// or "" where /proc/loadavg does not exist.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -52,7 +52,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 18}
+	want := map[string]int{"claim": 18, "claim_many": 24, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 19}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		got[s.ID] = len(s.Rows)

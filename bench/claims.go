@@ -33,6 +33,17 @@ func (b *runner) warmup() time.Duration {
 	return min(max(b.sc.Measure/5, 100*time.Millisecond), time.Second)
 }
 
+// maxClaimRate is more claims per second than this kind of machine does
+// in any shape; queues are sized from it so that no lane runs dry.
+const maxClaimRate = 20_000
+
+// queued is how many tasks each claim measurement starts with: the size's
+// figure, or more when the measurements are long enough to drain it.
+func (b *runner) queued() int {
+	need := int(maxClaimRate * (b.warmup() + b.sc.Measure).Seconds())
+	return max(b.sc.Queued, need)
+}
+
 // claims measures the baseline and qd's Claim side by side at each level of
 // concurrency, then ClaimMany and claim-to-complete cycles.
 func (b *runner) claims(ctx context.Context) error {
@@ -42,12 +53,12 @@ func (b *runner) claims(ctx context.Context) error {
 	}
 	defer f.close(ctx)
 	sec := b.r.Section("claim", "Claims, one task per call, against the minimal SKIP LOCKED claim")
-	sec.Shape = fmt.Sprintf("%s with no reachable limit; %s queued at the start of every measurement; "+
+	sec.Shape = fmt.Sprintf("%s lanes with no reachable limit; %s queued at the start of every measurement; "+
 		"each call claims from one random lane; baseline and qd alternate at each concurrency",
-		plural(b.sc.Lanes, "lane", "lanes"), groupThousands(int64(b.sc.Queued)))
+		groupThousands(int64(b.sc.Lanes)), groupThousands(int64(b.queued())))
 	for _, c := range clients {
 		who := plural(c, "claimer", "claimers")
-		if err := f.reset(ctx, b.sc.Queued); err != nil {
+		if err := f.reset(ctx, b.queued()); err != nil {
 			return err
 		}
 		base, err := b.measure(ctx, "baseline, "+who, c, baselineOp(f))
@@ -58,7 +69,7 @@ func (b *runner) claims(ctx context.Context) error {
 		b.base[c] = *bt
 		b50 := *sec.Add("baseline, "+who, "p50_ms", base.P(0.50), "ms")
 		b99 := *sec.Add("baseline, "+who, "p99_ms", base.P(0.99), "ms")
-		if err := f.reset(ctx, b.sc.Queued); err != nil {
+		if err := f.reset(ctx, b.queued()); err != nil {
 			return err
 		}
 		qd, err := b.measure(ctx, "qd claim, "+who, c, claimOp(f))
@@ -83,7 +94,7 @@ func (b *runner) claimMany(ctx context.Context, f *fixture) error {
 	n := b.sc.ClaimBatch
 	sec := b.r.Section("claim_many", fmt.Sprintf("Batch claims: ClaimMany of up to %d tasks per call", n))
 	sec.Shape = fmt.Sprintf("same lanes and queue as the claims; ratio: tasks/s against the baseline's claims/s at the same concurrency; "+
-		"\"16 lanes\" names 16 random lanes per call, \"any lane\" names none (all %d are candidates)", b.sc.Lanes)
+		"\"16 lanes\" names 16 random lanes per call, \"any lane\" names none (all %s are candidates)", groupThousands(int64(b.sc.Lanes)))
 	for _, lanes := range []int{16, 0} {
 		shape := "16 lanes"
 		if lanes == 0 {
@@ -91,7 +102,7 @@ func (b *runner) claimMany(ctx context.Context, f *fixture) error {
 		}
 		for _, c := range clients {
 			name := fmt.Sprintf("ClaimMany(%d), %s, %s", n, shape, plural(c, "claimer", "claimers"))
-			if err := f.reset(ctx, b.sc.Queued); err != nil {
+			if err := f.reset(ctx, b.queued()); err != nil {
 				return err
 			}
 			res, err := b.measure(ctx, name, c, claimManyOp(f, n, lanes))
@@ -113,7 +124,7 @@ func (b *runner) cycles(ctx context.Context, f *fixture) error {
 	sec.Shape = "Claim of one random lane, then Settle(completed) of its run; ratio against the baseline's claims/s"
 	for _, c := range clients {
 		name := "claim+complete, " + plural(c, "worker", "workers")
-		if err := f.reset(ctx, b.sc.Queued); err != nil {
+		if err := f.reset(ctx, b.queued()); err != nil {
 			return err
 		}
 		res, err := b.measure(ctx, name, c, cycleOp(f))

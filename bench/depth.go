@@ -9,7 +9,7 @@ import (
 // depth measures claim latency as the queue grows, topping the queue up to
 // each depth before measuring so that every point starts exactly there.
 func (b *runner) depth(ctx context.Context) error {
-	f, err := b.open(ctx, "depth", b.sc.Lanes)
+	f, err := b.open(ctx, "depth", b.sc.DepthLanes)
 	if err != nil {
 		return err
 	}
@@ -20,7 +20,7 @@ func (b *runner) depth(ctx context.Context) error {
 	sec := b.r.Section("depth", "Claim latency with the queue deep")
 	sec.Shape = fmt.Sprintf("one claimer, %s timed claims of one random lane per point over %s; "+
 		"queue topped up to the depth and analyzed before each point; ratio against the shallowest",
-		groupThousands(int64(b.sc.DepthOps)), plural(b.sc.Lanes, "lane", "lanes"))
+		groupThousands(int64(b.sc.DepthOps)), plural(b.sc.DepthLanes, "lane", "lanes"))
 	var ref [2]Figure
 	for i, n := range b.sc.Depths {
 		if err := b.topUp(ctx, f, n); err != nil {
@@ -37,7 +37,7 @@ func (b *runner) depth(ctx context.Context) error {
 // history measures claim latency as finished tasks (each with its run)
 // pile up beside a small queue.
 func (b *runner) history(ctx context.Context) error {
-	f, err := b.open(ctx, "history", b.sc.Lanes)
+	f, err := b.open(ctx, "history", b.sc.DepthLanes)
 	if err != nil {
 		return err
 	}
@@ -46,9 +46,10 @@ func (b *runner) history(ctx context.Context) error {
 		return err
 	}
 	sec := b.r.Section("history", "Claim latency with finished tasks in history")
-	sec.Shape = fmt.Sprintf("one claimer, %s timed claims per point; %s queued (topped up before each point) "+
-		"beside the finished tasks, each with one completed run; analyzed before each point; ratio against no history",
-		groupThousands(int64(b.sc.DepthOps)), groupThousands(int64(b.sc.DepthBase)))
+	sec.Shape = fmt.Sprintf("one claimer, %s timed claims of one random lane per point over %s; %s queued (topped up "+
+		"before each point) beside the finished tasks, each with one completed run; analyzed before each point; "+
+		"ratio against no history", groupThousands(int64(b.sc.DepthOps)), plural(b.sc.DepthLanes, "lane", "lanes"),
+		groupThousands(int64(b.sc.DepthBase)))
 	var ref [2]Figure
 	have := 0
 	for i, m := range b.sc.Histories {

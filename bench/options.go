@@ -30,6 +30,7 @@ type scale struct {
 	Lanes      int           // lanes of the claim measurements
 	Queued     int           // queued tasks at the start of each claim measurement
 	LiveRuns   int           // live runs of the heartbeat measurements (≥ 16×100)
+	DepthLanes int           // lanes of the depth and history series
 	Depths     []int         // queued tasks of the depth series, smallest first
 	DepthBase  int           // queued tasks beside the history series
 	Histories  []int         // finished tasks (each with one run) of the history series
@@ -43,14 +44,14 @@ type scale struct {
 var scales = map[string]scale{
 	"small": {
 		Name: "small", Measure: 400 * time.Millisecond,
-		Lanes: 100, Queued: 20_000, LiveRuns: 1_600,
-		Depths: []int{2_000, 10_000, 50_000}, DepthBase: 2_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
+		Lanes: 1_000, Queued: 30_000, LiveRuns: 1_600,
+		DepthLanes: 100, Depths: []int{2_000, 10_000, 50_000}, DepthBase: 2_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 	},
 	"full": {
 		Name: "full", Measure: 5 * time.Second,
 		Lanes: 1_000, Queued: 100_000, LiveRuns: 1_600,
-		Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
+		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 	},
 }

@@ -6,8 +6,8 @@ import (
 	"io"
 	"math"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // Report is the outcome of one bench run. Its JSON field names are stable:
@@ -29,6 +29,10 @@ type Environment struct {
 	CPUs              int     `json:"cpus"`
 	GoVersion         string  `json:"go_version"`
 	MeasureSeconds    float64 `json:"measure_seconds"`
+	// LoadBefore and LoadAfter are the machine's load averages (1, 5 and
+	// 15 minutes) when the run started and ended, where the system tells.
+	LoadBefore string `json:"load_average_before,omitempty"`
+	LoadAfter  string `json:"load_average_after,omitempty"`
 }
 
 // Section is one group of figures, such as the claim comparison. Sections
@@ -155,20 +159,20 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "qd bench, size %s, %s, %.0f s\n", r.Size, r.Started.UTC().Format(time.RFC3339), r.Seconds)
 	fmt.Fprintf(&b, "%s; %d CPUs; synchronous_commit=%s shared_buffers=%s autovacuum=%s; %s; %.1f s per measurement\n",
 		e.Postgres, e.CPUs, e.SynchronousCommit, e.SharedBuffers, e.Autovacuum, e.GoVersion, e.MeasureSeconds)
+	if e.LoadBefore != "" {
+		fmt.Fprintf(&b, "load average before: %s, after: %s\n", e.LoadBefore, e.LoadAfter)
+	}
 	for _, s := range r.Sections {
 		fmt.Fprintf(&b, "\n== %s\n", s.Title)
 		if s.Shape != "" {
 			fmt.Fprintf(&b, "   %s\n", s.Shape)
 		}
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "case\tmetric\tvalue\tratio\tagainst\ttarget\t\n")
+		rows := [][]string{{"case", "metric", "value", "ratio", "against", "target"}}
 		for _, f := range s.Rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", f.Case, f.Metric, formatValue(f.Value, f.Unit),
-				formatRatio(f.Ratio), against(f.Ratio), formatTarget(f.Target))
+			rows = append(rows, []string{f.Case, f.Metric, formatValue(f.Value, f.Unit),
+				formatRatio(f.Ratio), against(f.Ratio), formatTarget(f.Target)})
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		writeColumns(&b, rows, []bool{false, false, true, true, false, false})
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -231,4 +235,28 @@ func groupThousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// writeColumns writes rows as space-separated columns, right-aligning the
+// columns marked in right.
+func writeColumns(b *strings.Builder, rows [][]string, right []bool) {
+	width := make([]int, len(right))
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		var line strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if right[i] {
+				line.WriteString(pad + c)
+			} else {
+				line.WriteString(c + pad)
+			}
+			line.WriteString("  ")
+		}
+		b.WriteString("  " + strings.TrimRight(line.String(), " ") + "\n")
+	}
 }

@@ -175,6 +175,10 @@ func (b *runner) soakFigures(runs int, calls []time.Duration, maxDead int64, bef
 	sec.Add("runs", "hot_update_share", 100*float64(hot)/float64(max(upd, 1)), "%").Want(">=", 95)
 	b.sizeFigures(sec, "runs", r0, r1)
 	sec.Add("runs", "dead_tuples_max_during", float64(maxDead), "rows")
+	// Bounded: with HOT pruning a page keeps at most the versions its spare
+	// room holds, so at the end no more than one dead version per live run,
+	// however many heartbeats were written.
+	sec.Add("runs", "dead_tuples_per_live_run", float64(r1.Dead)/float64(runs), "rows").Want("<=", 1)
 	b.sizeFigures(sec, "tasks", before["tasks"], after["tasks"])
 }
 

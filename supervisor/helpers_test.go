@@ -70,6 +70,7 @@ type harness struct {
 	state string
 	lanes atomic.Int64
 	loops atomic.Int64
+	dones atomic.Int64
 }
 
 // MustHarness starts a supervisor; wrap may replace provider methods.
@@ -82,7 +83,8 @@ func MustHarness(t *testing.T, wrap func(*fakeProvider)) *harness {
 	}
 	log := MustLogger(t)
 	s, err := New(Config{Provider: fake, Logger: log, StateDir: h.state,
-		Owner: "test", Instance: "i1", OnLoop: func() { h.loops.Add(1) }})
+		Owner: "test", Instance: "i1", OnLoop: func() { h.loops.Add(1) },
+		OnDone: func(string) { h.dones.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}

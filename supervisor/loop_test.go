@@ -187,3 +187,29 @@ func TestSupervisor_Settle(t *testing.T) {
 		}
 	})
 }
+
+func TestSupervisor_Progress(t *testing.T) {
+	// Ensure progress reported for a quiet child keeps StallTimeout from
+	// abandoning it, and an unknown run is refused.
+	t.Parallel()
+	h := MustHarness(t, nil)
+	l := h.start("sleep 3; echo done", "{}", Spec{StallTimeout: time.Second, KillGrace: time.Second})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				h.s.Progress(l.RunID)
+			}
+		}
+	}()
+	if r := h.waitRun(l.RunID); r.State != lease.RunCompleted || r.Summary != "done" {
+		t.Fatalf("run = %s %q, want completed \"done\"", r.State, r.Summary)
+	}
+	if err := h.s.Progress(l.RunID + 100); !errors.Is(err, ErrUnknownRun) {
+		t.Fatalf("Progress(unknown) = %v, want ErrUnknownRun", err)
+	}
+}

@@ -339,6 +339,12 @@ func TestSupervisor_ManyRuns(t *testing.T) {
 		}
 	}
 	h.waitGone()
+	for i := 0; i < 100 && h.dones.Load() < 301; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, want := h.dones.Load(), int64(301); got != want {
+		t.Errorf("OnDone called %d times, want once per run (%d)", got, want)
+	}
 	time.Sleep(100 * time.Millisecond)
 	if got := openFDs(t); got > fds+5 {
 		t.Errorf("open fds %d -> %d after 300 runs", fds, got)

@@ -76,6 +76,7 @@ type agentState struct {
 	Agent
 	next    time.Time
 	busy    bool // a claim for this agent is in flight
+	kicked  bool // a run ended while the claim was in flight
 	hot     bool // the last claim filled every free slot: claim again when a run ends
 	removed bool
 }
@@ -150,6 +151,9 @@ func (s *Scheduler) NextTicks() map[string]time.Time {
 func (s *Scheduler) Kick(agent string) {
 	s.mu.Lock()
 	a := s.agents[agent]
+	if a != nil && a.busy {
+		a.kicked = true // the claim in flight looks again when it is done
+	}
 	if a == nil || !a.hot || a.busy || s.paused || s.ctx == nil {
 		s.mu.Unlock()
 		return
@@ -245,15 +249,27 @@ func (s *Scheduler) fire(ctx context.Context) {
 	}
 }
 
-// claim fills the agent's free slots. A tick that finds the agent full does
-// nothing.
+// claim fills the agent's free slots, again while runs that ended during
+// the claim left the agent hot.
 func (s *Scheduler) claim(ctx context.Context, a *agentState) {
 	defer s.wg.Done()
-	defer func() {
+	for {
+		s.claimOnce(ctx, a)
 		s.mu.Lock()
-		a.busy = false
+		again := a.kicked && a.hot && !a.removed && !s.paused && ctx.Err() == nil
+		a.kicked = false
+		if !again {
+			a.busy = false
+			s.mu.Unlock()
+			return
+		}
 		s.mu.Unlock()
-	}()
+	}
+}
+
+// claimOnce claims as many tasks as the agent has free slots. A tick that
+// finds the agent full does nothing.
+func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	free := a.Parallel - s.cfg.Runner.Running(a.Name)
 	if free <= 0 {
 		return

@@ -10,8 +10,11 @@
 # Relative paths are relative to the directory of this file.
 
 # PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
-# neither and no database here, qd refuses to start. Prefer a password in
-# ~/.pgpass (or $PGPASSFILE) over one in this file; qd never prints it.
+# neither and no database here, qd connects the way psql does (the PG*
+# variables, then the local unix socket) to the database "qd". Add
+# ?schema=NAME to keep the queue in another schema than "qd". Prefer a
+# password in ~/.pgpass (or $PGPASSFILE) over one in this file; qd never
+# prints it.
 database = "postgres://qd@localhost:5432/qd?sslmode=disable"
 
 # Name of this supervisor, recorded as the owner of its runs. Two daemons

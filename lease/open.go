@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -69,11 +70,18 @@ func supported() string {
 	return strings.Join(s, ", ")
 }
 
-// redact hides a password in a URL so that errors can show it.
+var (
+	userinfoPassword = regexp.MustCompile(`(://[^/@:]*:)[^@]*@`)
+	keywordPassword  = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+)
+
+// redact hides a password in a URL (or a key=value connection string) so
+// that errors can show it, even when the URL does not parse.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
-		return raw
+		s := userinfoPassword.ReplaceAllString(raw, "${1}xxxxx@")
+		return keywordPassword.ReplaceAllString(s, "${1}xxxxx")
 	}
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")

@@ -16,7 +16,13 @@ var heartbeatCommand = &command{
 	usage:   "RUN [--lease DURATION]",
 	help: `Prints the new lease_expires_at (RFC 3339). Exits 4 when the lease is lost
 (expired, reaped, settled). When the task was cancelled, the run is settled as
-cancelled, a message goes to stderr and qd exits 4: stop working on it.`,
+cancelled, a message goes to stderr and qd exits 4: stop working on it.
+
+Inside an agent run by ` + "`qd run`" + ` (QD_SOCKET set, no --db and no
+QD_DATABASE_URL) it tells the daemon through its socket that the run made
+progress instead: this counts as output for the agent's stall_timeout, the
+daemon keeps the lease, nothing is printed, and qd exits 4 when the daemon is
+not running that run.`,
 	db:    true,
 	setup: setupHeartbeat,
 }
@@ -55,6 +61,9 @@ func setupHeartbeat(fs *flag.FlagSet) runFunc {
 		id, err := oneID("run", args)
 		if err != nil {
 			return err
+		}
+		if sock, ok := viaSocket(env); ok {
+			return socketProgress(ctx, sock, id)
 		}
 		prov, err := env.Provider(ctx)
 		if err != nil {

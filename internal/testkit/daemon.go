@@ -65,12 +65,9 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 		log:      &syncBuffer{},
 		done:     make(chan struct{}),
 	}
-	conf := fmt.Sprintf("name = %q\nsocket = %q\nstate_dir = %q\nlog_level = \"debug\"\n%s\n", name, d.Socket, d.StateDir, body)
-	if err := os.WriteFile(d.Config, []byte(conf), 0o600); err != nil {
-		tb.Fatal(err)
-	}
+	d.WriteConfig(tb, body)
 	d.Cmd = exec.Command(bin, "run", "--config", d.Config)
-	d.Cmd.Env = append(append(os.Environ(), "QD_DATABASE_URL="+dbURL), opt.Env...)
+	d.Cmd.Env = append(append(Environ(), "QD_DATABASE_URL="+dbURL), opt.Env...)
 	d.Cmd.Stdout, d.Cmd.Stderr = d.log, d.log
 	if err := d.Cmd.Start(); err != nil {
 		tb.Fatalf("start qd run: %v", err)
@@ -102,6 +99,20 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 			tb.Fatalf("qd run: socket %s did not answer within 20s: %v\n%s", d.Socket, err, d.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WriteConfig (re)writes the daemon's config file: its name, socket and
+// state directory, then body. Send SIGHUP to have a running daemon read it.
+func (d *Daemon) WriteConfig(tb testing.TB, body string) {
+	tb.Helper()
+	conf := fmt.Sprintf("name = %q\nsocket = %q\nstate_dir = %q\nlog_level = \"debug\"\n%s\n", d.Name, d.Socket, d.StateDir, body)
+	tmp := d.Config + ".tmp"
+	if err := os.WriteFile(tmp, []byte(conf), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, d.Config); err != nil {
+		tb.Fatal(err)
 	}
 }
 

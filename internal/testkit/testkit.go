@@ -134,6 +134,17 @@ func moduleRoot() string {
 // Root returns the repository's root directory.
 func Root() string { return moduleRoot() }
 
+// Environ is the environment for the qd binary: this process's, and, unless
+// GORACE is set, no pause at exit in a binary built with the race detector
+// (its default second would slow every command a test runs).
+func Environ() []string {
+	env := os.Environ()
+	if os.Getenv("GORACE") == "" {
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	return env
+}
+
 // QD runs the qd binary with args and the database URL in its environment
 // and returns its stdout, stderr and exit code.
 func QD(tb testing.TB, bin, dbURL string, args ...string) (string, string, int) {
@@ -145,11 +156,36 @@ func QD(tb testing.TB, bin, dbURL string, args ...string) (string, string, int) 
 func QDStdin(tb testing.TB, bin, dbURL, stdin string, args ...string) (string, string, int) {
 	tb.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
+	cmd.Env = append(Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			tb.Fatalf("run qd %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return out.String(), errb.String(), code
+}
+
+// QDWithin is QD with a deadline: qd is killed when it has not exited
+// within timeout, and the test fails.
+func QDWithin(tb testing.TB, timeout time.Duration, bin, dbURL string, args ...string) (string, string, int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		tb.Fatalf("qd %s: still running after %s\n%s%s", strings.Join(args, " "), timeout, out.String(), errb.String())
+	}
 	code := 0
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+// laneAgent writes an agent that audits its start and end around a short
+// piece of work.
+func laneAgent(t *testing.T, a audit, work string) string {
+	return testkit.MustScript(t, t.TempDir(), "lane-agent.sh", a.shell()+`
+audit start
+sleep `+work+`
+audit end
+echo "done $QD_TASK_ID"
+`)
+}
+
+func auditedAgent(name, script, owner string, a audit, parallel int) string {
+	return fmt.Sprintf(`
+agent %q {
+  command  = [%q]
+  schedule = "@every 1s"
+  parallel = %d
+  env = {
+    AUDIT_URL = %q
+    OWNER     = %q
+  }
+}`, name, script, parallel, a.url, owner)
+}
+
+// Ensure one daemon with parallel > 1 runs several lanes at once while a lane
+// of limit 1 never has two runs working at the same time, and never more
+// children than its parallelism.
+func TestDaemon_LanesOfLimitOneNeverOverlap(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, schema := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	a := newAudit(t, schema)
+	const lanes, perLane, parallel = 4, 3, 3
+	var ids []string
+	for l := range lanes {
+		lane := fmt.Sprintf("l%d", l)
+		testkit.MustQD(t, qd, db, "lane", "set", lane, "--max-running", "1")
+		for range perLane {
+			ids = append(ids, enqueue(t, qd, db, lane, "work"))
+		}
+	}
+	testkit.StartDaemon(t, qd, db, "lanes", auditedAgent("work", laneAgent(t, a, "0.3"), "lanes", a, parallel), testkit.DaemonOptions{})
+	for _, id := range ids {
+		s := waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+		if len(s.Runs) != 1 || s.Runs[0].State != "completed" {
+			t.Errorf("task %s: runs %v, want one completed", id, runStates(s))
+		}
+	}
+	ivs := a.intervals(t)
+	if len(ivs) != lanes*perLane {
+		t.Fatalf("audited %d runs, want %d", len(ivs), lanes*perLane)
+	}
+	maxLanes, maxRuns := checkNoLaneOverlap(t, ivs)
+	if maxLanes < 2 {
+		t.Errorf("at most %d lane worked at once; parallel = %d should run several", maxLanes, parallel)
+	}
+	if maxRuns > parallel {
+		t.Errorf("%d runs worked at once, more than parallel = %d", maxRuns, parallel)
+	}
+	t.Logf("%d runs, up to %d lanes at once", len(ivs), maxLanes)
+}
+
+// Ensure two daemons sharing one database both take work and never run two
+// tasks of one lane at the same time.
+func TestDaemon_TwoDaemonsNeverOverlapALane(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, schema := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	a := newAudit(t, schema)
+	script := laneAgent(t, a, "0.4")
+	// Both daemons run before the tasks exist, so that they tick together.
+	testkit.StartDaemon(t, qd, db, "twin-a", auditedAgent("work", script, "twin-a", a, 2), testkit.DaemonOptions{})
+	testkit.StartDaemon(t, qd, db, "twin-b", auditedAgent("work", script, "twin-b", a, 2), testkit.DaemonOptions{})
+	const lanes, perLane = 3, 4
+	var ids []string
+	for l := range lanes {
+		lane := fmt.Sprintf("t%d", l)
+		testkit.MustQD(t, qd, db, "lane", "set", lane, "--max-running", "1")
+		for range perLane {
+			ids = append(ids, enqueue(t, qd, db, lane, "work"))
+		}
+	}
+	owners := map[string]int{}
+	for _, id := range ids {
+		s := waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+		if len(s.Runs) != 1 || s.Runs[0].State != "completed" {
+			t.Errorf("task %s: runs %v, want one completed", id, runStates(s))
+		}
+		for _, r := range s.Runs {
+			owners[r.Owner]++
+		}
+	}
+	ivs := a.intervals(t)
+	if len(ivs) != lanes*perLane {
+		t.Fatalf("audited %d runs, want %d", len(ivs), lanes*perLane)
+	}
+	maxLanes, _ := checkNoLaneOverlap(t, ivs)
+	if owners["twin-a"] == 0 || owners["twin-b"] == 0 {
+		t.Errorf("runs per daemon %v: both daemons should have taken work", owners)
+	}
+	if maxLanes < 2 {
+		t.Errorf("at most %d lane worked at once across two daemons", maxLanes)
+	}
+	t.Logf("runs per daemon %v, up to %d lanes at once", owners, maxLanes)
+}

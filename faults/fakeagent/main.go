@@ -5,7 +5,8 @@
 //
 // Payload fields: mode (sleep, crash, ignoreterm, grandchild, setsid,
 // pipehold, flood, line, env), ms (how long to work), exit (exit code),
-// bytes (output size for flood and line), term_ms (work left after SIGTERM).
+// bytes (output size for flood and line), term_ms (work left after SIGTERM),
+// ms_by_attempt (ms for each attempt in turn).
 package main
 
 import (
@@ -32,6 +33,8 @@ type params struct {
 	Bytes  int64  `json:"bytes"`
 	TermMS int    `json:"term_ms"`
 	Marker string `json:"marker"`
+	// ByAttempt overrides MS for attempt i+1.
+	ByAttempt []int `json:"ms_by_attempt"`
 }
 
 type recorder struct {
@@ -70,6 +73,9 @@ func run() int {
 	}
 	if p.MS == 0 {
 		p.MS, _ = strconv.Atoi(os.Getenv("FA_MS"))
+	}
+	if a, _ := strconv.Atoi(os.Getenv("QD_ATTEMPT")); a >= 1 && a <= len(p.ByAttempt) {
+		p.MS = p.ByAttempt[a-1]
 	}
 	if p.Mode == "ignoreterm" {
 		signal.Ignore(syscall.SIGTERM)

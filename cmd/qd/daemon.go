@@ -87,8 +87,11 @@ func runDaemon(ctx context.Context, env *Env, conf *config.Config, url, note str
 	hurry := make(chan struct{})
 	drained := make(chan struct{})
 	{ // signals: the first TERM/INT drains, a second skips the grace; HUP reloads
-		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+		sigs := daemonSignals
+		if sigs == nil {
+			sigs = make(chan os.Signal, 8)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+		}
 		done := make(chan struct{})
 		g.Add(func() error {
 			for {

@@ -54,7 +54,18 @@ type command struct {
 // runFunc runs a command with its parsed flags and positional arguments.
 type runFunc func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error
 
+// daemonSignals receives the daemon's signals from the first instant of a
+// `qd run` process, so that a signal sent during start-up is neither lost
+// nor fatal (SIGHUP would otherwise kill it): the daemon handles it once it
+// is up.
+var daemonSignals chan os.Signal
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "run" {
+		daemonSignals = make(chan os.Signal, 8)
+		signal.Notify(daemonSignals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+		os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -24,8 +24,9 @@ type Runner interface {
 	// Running returns how many runs of agent are alive.
 	Running(agent string) int
 	// Start runs a claimed lease for agent. It owns the lease from then on,
-	// even when it returns an error.
-	Start(agent string, l *lease.Lease) error
+	// even when it returns an error. claimed is when the claim was sent, the
+	// conservative start of the lease on the local monotonic clock.
+	Start(agent string, l *lease.Lease, claimed time.Time) error
 }
 
 // Agent is one agent's schedule and claim parameters.
@@ -274,6 +275,7 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	if free <= 0 {
 		return
 	}
+	claimed := time.Now()
 	leases, err := s.cfg.Queue.ClaimMany(ctx, lease.ClaimParams{
 		Lanes:    a.Lanes,
 		Agent:    a.Name,
@@ -291,7 +293,7 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	a.hot = len(leases) == free && !a.removed
 	s.mu.Unlock()
 	for _, l := range leases {
-		if err := s.cfg.Runner.Start(a.Name, l); err != nil {
+		if err := s.cfg.Runner.Start(a.Name, l, claimed); err != nil {
 			s.logger.Error("start run", "agent", a.Name, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
 		}
 	}

@@ -29,7 +29,7 @@ func (r *Runner) Running(agent string) int {
 	return r.running[agent]
 }
 
-func (r *Runner) Start(agent string, l *lease.Lease) error {
+func (r *Runner) Start(agent string, l *lease.Lease, _ time.Time) error {
 	r.mu.Lock()
 	if r.running == nil {
 		r.running = map[string]int{}

@@ -345,7 +345,7 @@ type runner struct{ d *daemon }
 
 func (r runner) Running(agent string) int { return r.d.sup.Running(agent) }
 
-func (r runner) Start(agent string, l *lease.Lease) error {
+func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	conf := r.d.config()
 	a := conf.Agent(agent)
 	if a == nil { // removed by a reload between the claim and now
@@ -355,7 +355,9 @@ func (r runner) Start(agent string, l *lease.Lease) error {
 			Refund: true, Summary: "agent " + agent + " is no longer in the config"})
 		return err
 	}
-	return r.d.sup.Start(l, spec(conf, a))
+	sp := spec(conf, a)
+	sp.Claimed = claimed
+	return r.d.sup.Start(l, sp)
 }
 
 func spec(conf *config.Config, a *config.Agent) supervisor.Spec {

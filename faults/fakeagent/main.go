@@ -6,7 +6,8 @@
 // Payload fields: mode (sleep, crash, ignoreterm, grandchild, setsid,
 // pipehold, flood, line, env), ms (how long to work), exit (exit code),
 // bytes (output size for flood and line), term_ms (work left after SIGTERM),
-// ms_by_attempt (ms for each attempt in turn).
+// ms_by_attempt (ms for each attempt in turn), ignore_term, term_exit (exit
+// code once SIGTERM was handled).
 package main
 
 import (
@@ -33,6 +34,10 @@ type params struct {
 	Bytes  int64  `json:"bytes"`
 	TermMS int    `json:"term_ms"`
 	Marker string `json:"marker"`
+	// IgnoreTerm ignores SIGTERM whatever the mode; TermExit is the exit
+	// code after a SIGTERM was handled (default: Exit).
+	IgnoreTerm bool `json:"ignore_term"`
+	TermExit   int  `json:"term_exit"`
 	// ByAttempt overrides MS for attempt i+1.
 	ByAttempt []int `json:"ms_by_attempt"`
 }
@@ -78,10 +83,13 @@ func run() int {
 		p.MS = p.ByAttempt[a-1]
 	}
 	if p.Mode == "ignoreterm" {
+		p.IgnoreTerm = true
+	}
+	if p.IgnoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	terms := make(chan os.Signal, 1)
-	if p.Mode != "ignoreterm" {
+	if !p.IgnoreTerm {
 		signal.Notify(terms, syscall.SIGTERM)
 	}
 	rec, err := connect()
@@ -163,6 +171,9 @@ func work(rec *recorder, p params, terms <-chan os.Signal) int {
 	case <-terms:
 		rec.event(os.Getpid(), "term")
 		time.Sleep(time.Duration(p.TermMS) * time.Millisecond)
+		if p.TermExit != 0 {
+			return p.TermExit
+		}
 	}
 	fmt.Println("fakeagent done", p.Marker)
 	return p.Exit

@@ -1,0 +1,163 @@
+package faults
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+	"github.com/qd-run/qd/pg"
+)
+
+// Ensure that when every connection of a daemon drops and the database
+// refuses it for a few seconds (a server restart, seen from one daemon,
+// shorter than the lease), no agent whose lease was good is killed,
+// heartbeats resume and every task completes once.
+func TestPG_RestartWhileRunning(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, r.enqueue(fmt.Sprintf("pgr%d", i), "w", `{"mode":"sleep","ms":12000}`, 3))
+	}
+	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "8s", heartbeat: "1s"})
+	d := r.daemon("restart", body, testkit.DaemonOptions{}, r.viaURL(px.Addr()))
+	for _, id := range ids {
+		r.waitEvent("start", id, 20*time.Second)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	outages := 1
+	if *soak {
+		outages = 3
+	}
+	for range outages {
+		px.Refuse()
+		fig.fault("pg-restart", 1)
+		time.Sleep(3 * time.Second)
+		end := r.dbNow()
+		px.Restore()
+		t.Logf("first heartbeat %s after the outage", r.waitHeartbeat("restart", end, 10*time.Second))
+	}
+	r.verify(expect{})
+	var runs int
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs`)
+	if runs != len(ids) {
+		t.Errorf("%d runs for %d tasks: an agent was killed or re-run although its lease was good\n%s", runs, len(ids), d.Log())
+	}
+}
+
+// Ensure a claim whose connection is terminated (pg_terminate_backend)
+// while it waits inside its transaction leaves no trace: no run, no attempt
+// spent, and the daemon claims the task again and completes it.
+func TestPG_ClaimBackendTerminated(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	id := r.enqueue("term", "w", `{"mode":"sleep","ms":200}`, 3)
+	ctx := context.Background()
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // released below
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d, %s.lane_key('term'))`, pg.LaneLockSpace, r.schema)); err != nil {
+		t.Fatalf("hold the lane lock: %v", err)
+	}
+	d := r.daemon("term", r.agentHCL(agentConf{name: "w"}), testkit.DaemonOptions{})
+	var killed bool
+	testkit.Eventually(t, 20*time.Second, "the daemon's claim to wait on the lane lock", func() bool {
+		r.scalar(&killed, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity
+			WHERE application_name = 'qd' AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%claim%'`, r.schema)
+		return killed
+	})
+	fig.fault("conn-kill", 1)
+	var runs, attempts int
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs`)
+	r.scalar(&attempts, `SELECT attempts FROM {s}.tasks WHERE id = $1`, id)
+	if runs != 0 || attempts != 0 {
+		t.Errorf("after the claim's backend was terminated: %d runs, %d attempts; want none", runs, attempts)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.verify(expect{})
+	r.scalar(&attempts, `SELECT attempts FROM {s}.tasks WHERE id = $1`, id)
+	if attempts != 1 {
+		t.Errorf("task %d took %d attempts, want 1: the terminated claim must not count", id, attempts)
+	}
+	if d.Exited() {
+		t.Errorf("daemon exited after its connection was terminated")
+	}
+}
+
+// Ensure a claim whose COMMIT reply is lost starts no agent for that run,
+// and that the task is reaped after the lease and completed by one later
+// run.
+func TestPG_ClaimCommitReplyLost(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	marker := "claimcut-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	id := r.enqueue("cc", "w", `{"mode":"sleep","ms":200,"marker":"`+marker+`"}`, 3)
+	cut := px.LoseCommitAfter(marker)
+	d := r.daemon("claimcut", r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
+	select {
+	case <-cut:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the claim's COMMIT reply was never seen\n%s", d.Log())
+	}
+	fig.fault("lost-commit", 1)
+	d.WaitLog(t, "claim failed", 10*time.Second)
+	r.verify(expect{})
+	var phantom, phantomEvents int
+	r.scalar(&phantom, `SELECT min(id) FROM {s}.runs WHERE task_id = $1`, id)
+	r.scalar(&phantomEvents, `SELECT count(*) FROM {s}.audit WHERE run_id = $1`, phantom)
+	var state, summary string
+	r.scalar(&state, `SELECT state FROM {s}.runs WHERE id = $1`, phantom)
+	r.scalar(&summary, `SELECT coalesce(summary, '') FROM {s}.runs WHERE id = $1`, phantom)
+	if phantomEvents != 0 || state != "abandoned" {
+		t.Errorf("run %d whose claim reply was lost: %d agent events, state %s (%s); want no agent and abandoned", phantom, phantomEvents, state, summary)
+	}
+	var runs int
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
+	if runs != 2 {
+		t.Errorf("task %d: %d runs, want the lost claim and one real run", id, runs)
+	}
+}
+
+// Ensure a completion whose COMMIT reply is lost is retried and found
+// already done: the task is done once, by one run, never run again.
+func TestPG_CompletionCommitReplyLost(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	id := r.enqueue("sc", "w", `{"mode":"sleep","ms":2500}`, 3)
+	d := r.daemon("settlecut", r.agentHCL(agentConf{name: "w", lease: "20s", heartbeat: "5s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
+	run, _ := r.waitEvent("start", id, 20*time.Second)
+	cut := px.LoseCommitAfter(string(settleRow(run)))
+	select {
+	case <-cut:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the completion's COMMIT reply was never seen\n%s", d.Log())
+	}
+	fig.fault("lost-commit", 1)
+	d.WaitLog(t, "settle runs", 10*time.Second)
+	r.verify(expect{})
+	var runs int
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
+	if runs != 1 {
+		t.Errorf("task %d: %d runs after a lost completion reply, want 1", id, runs)
+	}
+	d.WaitLog(t, "run settled", 5*time.Second)
+}
+
+// settleRow is the start of the data row settle() answers for run: its id
+// (binary int8) and status "ok".
+func settleRow(run int64) []byte {
+	b := []byte{0, 2, 0, 0, 0, 8}
+	b = binary.BigEndian.AppendUint64(b, uint64(run))
+	return append(b, 0, 0, 0, 2, 'o', 'k')
+}

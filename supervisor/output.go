@@ -17,7 +17,13 @@ const (
 	lineMax = 200
 	// readBuf is the fixed read size for a child's pipes.
 	readBuf = 32 << 10
+	// MaxLogBytes caps a run's log file. Past it output is still read (the
+	// child never blocks) and kept in the tail, but no longer written.
+	MaxLogBytes = 64 << 20
 )
+
+// truncatedNote ends a log file that reached MaxLogBytes.
+const truncatedNote = "\n[qd: log truncated at 64 MiB; later output is dropped, its last 8 KiB are in the run's output_tail]\n"
 
 // output collects a child's stdout and stderr: the whole of it into the run
 // log, the last tailSize bytes into a ring, and the last non-empty stdout line
@@ -29,6 +35,7 @@ type output struct {
 	logErr  error
 	ring    [tailSize]byte
 	n       int64 // bytes written in all
+	logged  int64 // bytes written to log
 	cur     []byte
 	curLong bool
 	last    string
@@ -63,13 +70,29 @@ func (o *output) write(p []byte, stdout bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.log != nil {
-		if _, err := o.log.Write(p); err != nil {
-			o.log, o.logErr = nil, err
-		}
+		o.toLog(p)
 	}
 	o.toRing(p)
 	if stdout {
 		o.toLine(p)
+	}
+}
+
+// toLog writes p to the log file until MaxLogBytes, then the note once.
+func (o *output) toLog(p []byte) {
+	room := MaxLogBytes - o.logged
+	full := int64(len(p)) >= room
+	if full {
+		p = p[:max(room, 0)]
+	}
+	n, err := o.log.Write(p)
+	o.logged += int64(n)
+	if err == nil && full {
+		_, err = io.WriteString(o.log, truncatedNote)
+		o.log = nil
+	}
+	if err != nil {
+		o.log, o.logErr = nil, err
 	}
 }
 

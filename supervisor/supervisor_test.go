@@ -208,6 +208,26 @@ func TestSupervisor_Output(t *testing.T) {
 		}
 	})
 
+	t.Run("LogCapped", func(t *testing.T) {
+		// Ensure output past MaxLogBytes is still drained (the child ends
+		// normally and the tail has its last line) but the log file stops
+		// growing, with a note saying so.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("head -c 83886080 /dev/zero; echo; echo last words", "{}", Spec{})
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCompleted || !strings.HasSuffix(r.OutputTail, "last words\n") {
+			t.Fatalf("run = %s, tail ends %q; want completed with the last line", r.State, r.OutputTail[max(0, len(r.OutputTail)-20):])
+		}
+		b, err := os.ReadFile(LogPath(h.state, l.RunID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(b), MaxLogBytes+len(truncatedNote); got != want || !strings.HasSuffix(string(b), truncatedNote) {
+			t.Fatalf("log holds %d bytes, want %d ending with the truncation note", got, want)
+		}
+	})
+
 	t.Run("EndlessLine", func(t *testing.T) {
 		// Ensure a 10 MB line without a newline neither blocks the child
 		// nor grows the summary.

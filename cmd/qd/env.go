@@ -108,7 +108,7 @@ func (e *Env) Config() (*config.Config, error) {
 	conf := config.Default()
 	if path != "" {
 		var err error
-		if conf, err = config.Load(path); err != nil {
+		if conf, err = config.LoadClient(path); err != nil {
 			return nil, err
 		}
 	}

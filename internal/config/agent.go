@@ -114,6 +114,9 @@ func (d *decoder) schedule(attrs hcl.Attributes, ctx string, top int) (string, c
 }
 
 func (d *decoder) checkDir(ln int, ctx, dir string) {
+	if !d.hostChecks {
+		return
+	}
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -146,6 +149,9 @@ func (d *decoder) command(attrs hcl.Attributes, ctx string, top int, a *Agent) {
 			d.at(ln, ctx, "command argument %q contains a NUL byte", arg)
 			return
 		}
+	}
+	if !d.hostChecks {
+		return
 	}
 	base := d.dir
 	if a.Dir != "" {

@@ -242,3 +242,38 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("got %+v", c)
 	}
 }
+
+// Ensure a client reading a daemon's config on another host gets its
+// settings even when the agents' programs and directories are not there,
+// while the daemon's own load still rejects them.
+func TestLoadClient_SkipsHostChecks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "qd.hcl")
+	src := `database = "postgres://qd@db/qd"
+socket = "/tmp/qd-client-test.sock"
+agent "build" {
+  command  = ["/nonexistent/build"]
+  dir      = "/nonexistent/dir"
+  schedule = "@every 1m"
+}
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil {
+		t.Fatal("Load accepted a missing program")
+	}
+	c, err := LoadClient(path)
+	if err != nil {
+		t.Fatalf("LoadClient: %v", err)
+	}
+	if c.Database != "postgres://qd@db/qd" || c.Socket != "/tmp/qd-client-test.sock" {
+		t.Fatalf("LoadClient gave database %q socket %q", c.Database, c.Socket)
+	}
+	if err := os.WriteFile(path, []byte(src+"bogus = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadClient(path); err == nil || !strings.Contains(err.Error(), "qd.hcl:8") {
+		t.Fatalf("LoadClient on an unknown setting: %v, want an error at qd.hcl:8", err)
+	}
+}

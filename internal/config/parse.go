@@ -37,10 +37,27 @@ func Load(path string) (*Config, error) {
 	return Parse(src, path)
 }
 
+// LoadClient reads the config file at path for a client command (qd
+// status, qd tasks, ...): it checks everything Load checks except what
+// concerns this host's files (agent programs and working directories), so
+// that a config written for the daemon's host still gives clients its
+// database, socket and state directory anywhere.
+func LoadClient(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(src, path, false)
+}
+
 // Parse decodes and validates src, the contents of the file filename.
 // Relative paths in it are resolved against filename's directory. The
 // error, when there is one, is an *Error listing every problem found.
 func Parse(src []byte, filename string) (*Config, error) {
+	return parse(src, filename, true)
+}
+
+func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	ps := &problems{file: filename}
 	if msg := notText(src); msg != "" {
 		ps.list = append(ps.list, Problem{File: filename, Message: msg})
@@ -58,7 +75,7 @@ func Parse(src []byte, filename string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse config %s: %w", filename, err)
 	}
-	d := &decoder{problems: ps, dir: dir}
+	d := &decoder{problems: ps, dir: dir, hostChecks: hostChecks}
 	c := Default()
 	if filename != "" {
 		c.Path = filepath.Join(dir, filepath.Base(filename))
@@ -75,8 +92,10 @@ func Parse(src []byte, filename string) (*Config, error) {
 // decoder turns attributes into Go values, recording what is wrong.
 type decoder struct {
 	*problems
-	dir   string // absolute directory of the file
-	block string // the block being decoded, as `agent "build"`; "" at the top
+	dir string // absolute directory of the file
+	// hostChecks checks agent programs and directories on this host.
+	hostChecks bool
+	block      string // the block being decoded, as `agent "build"`; "" at the top
 }
 
 // top decodes the top-level attributes over the defaults in c.

@@ -37,6 +37,9 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 		if p.Agent == "" {
 			return usageErrorf("enqueue: --agent is required")
 		}
+		if p.Lane == "" { // an unset shell variable must not mean "default"
+			return usageErrorf("enqueue: --lane is empty; a lane name matches %s", lease.LanePattern)
+		}
 		if isSet(fs, "in") && isSet(fs, "at") {
 			return usageErrorf("enqueue: --in and --at cannot be used together")
 		}

@@ -40,7 +40,7 @@ func TestPG_RestartWhileRunning(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		end := r.dbNow()
 		px.Restore()
-		t.Logf("first heartbeat %s after the outage", r.waitHeartbeat("restart", end, 10*time.Second))
+		t.Logf("first heartbeat %s after the outage", r.waitRecovery("restart", end, 10*time.Second))
 	}
 	r.verify(expect{})
 	var runs int

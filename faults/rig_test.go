@@ -237,7 +237,7 @@ func (r *rig) dbNow() time.Time {
 }
 
 // waitHeartbeat waits for the first heartbeat or claim by owner after
-// since (database clock) and records the delay as a recovery latency.
+// since (database clock) and returns the delay.
 func (r *rig) waitHeartbeat(owner string, since time.Time, timeout time.Duration) time.Duration {
 	r.t.Helper()
 	var at time.Time
@@ -250,7 +250,14 @@ func (r *rig) waitHeartbeat(owner string, since time.Time, timeout time.Duration
 		at = *t
 		return true
 	})
-	d := at.Sub(since)
+	return at.Sub(since)
+}
+
+// waitRecovery is waitHeartbeat after a fault ended: the delay is recorded
+// as a recovery latency.
+func (r *rig) waitRecovery(owner string, since time.Time, timeout time.Duration) time.Duration {
+	r.t.Helper()
+	d := r.waitHeartbeat(owner, since, timeout)
 	fig.recovered(d)
 	return d
 }

@@ -85,11 +85,19 @@ func TestClaim_ReadCommittedUnderRepeatableRead(t *testing.T) {
 	}
 }
 
-// waitBackend returns the pid of the backend running a claim that waits
-// on wait (a wait_event).
-func waitBackend(t *testing.T, conn *pgx.Conn, schema, wait string) int32 {
+// waitBackend returns the pid of the backend running a claim of schema
+// that waits on wait (a wait_event). It fails the test if the claim ends
+// first (its result arrives on done) or never waits. conn must not be in
+// a transaction: pg_stat_activity holds still for a transaction's length.
+func waitBackend(t *testing.T, conn *pgx.Conn, schema, wait string, done <-chan error) int32 {
 	t.Helper()
-	for range 500 {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("claim ended (%v) instead of waiting on %s", err, wait)
+		default:
+		}
 		var pid int32
 		err := conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
 			WHERE query LIKE '%' || $1 || '%.claim(%' AND wait_event = $2 AND pid <> pg_backend_pid()`,
@@ -99,11 +107,16 @@ func waitBackend(t *testing.T, conn *pgx.Conn, schema, wait string) int32 {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	rows, _ := conn.Query(context.Background(), "SELECT coalesce(wait_event,''), state, left(query, 200) FROM pg_stat_activity WHERE datname = current_database()")
-	for rows.Next() {
-		var a, b, c string
-		rows.Scan(&a, &b, &c)
-		t.Logf("%s | %s | %s", a, b, c)
+	rows, err := conn.Query(context.Background(), `SELECT pid, coalesce(wait_event, ''), state, left(query, 120)
+		FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%'`, schema)
+	if err == nil {
+		for rows.Next() {
+			var pid int32
+			var ev, state, q string
+			if rows.Scan(&pid, &ev, &state, &q) == nil {
+				t.Logf("backend %d: %s, %s: %s", pid, state, ev, q)
+			}
+		}
 	}
 	t.Fatalf("no claim waiting on %s", wait)
 	return 0
@@ -142,9 +155,10 @@ func TestClaim_AtomicWhenBackendKilled(t *testing.T) {
 				_, err := p.Claim(ctx, lease.ClaimParams{Lanes: []string{"k"}, Owner: "victim"})
 				errc <- err
 			}()
-			pid := waitBackend(t, other, schema, tc.wait)
+			watcher := MustConn(t)
+			pid := waitBackend(t, watcher, schema, tc.wait, errc)
 			var ok bool
-			if err := other.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+			if err := watcher.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
 				t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
 			}
 			if err := <-errc; err == nil {
@@ -210,7 +224,7 @@ func TestClaim_LockedLanes(t *testing.T) {
 			_, err := p.Claim(ctx, lease.ClaimParams{Lanes: []string{"busy", "busy2"}, Owner: "o"})
 			got <- err
 		}()
-		waitBackend(t, other, schema, "advisory")
+		waitBackend(t, MustConn(t), schema, "advisory", got)
 		mustExec(t, other, "COMMIT")
 		if err := <-got; err != nil {
 			t.Fatalf("claim after the locks were released: %v, want a lease", err)

@@ -147,3 +147,28 @@ func MustRun(tb testing.TB, p lease.Provider, id int64) lease.Run {
 	}
 	return r
 }
+
+// MustDatabaseURL creates a database of its own for a test that measures
+// vacuum-sensitive figures: transactions in other databases of the server
+// (other packages' tests) do not hold back its cleanup horizon.
+func MustDatabaseURL(tb testing.TB) string {
+	tb.Helper()
+	base := MustTestURL(tb)
+	name := fmt.Sprintf("qdtest_db_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	conn := MustConn(tb)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("create database: %v", err)
+	}
+	tb.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			tb.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}

@@ -200,6 +200,9 @@ BEGIN
         RETURN;
     END IF;
     v_now := clock_timestamp();
+    IF p_lanes IS NULL THEN
+        SELECT array_agg(l.name) INTO p_lanes FROM {{schema}}.lanes l WHERE NOT l.paused;
+    END IF;
     SELECT array_agg(c.name ORDER BY c.priority, c.run_after, c.id) INTO v_cands
     FROM (
         SELECT l.name, b.priority, b.run_after, b.id
@@ -217,7 +220,7 @@ BEGIN
             ORDER BY 1, 2, 3 LIMIT 1
         ) b
         WHERE NOT l.paused
-          AND (p_lanes IS NULL OR l.name = ANY (p_lanes))
+          AND l.name = ANY (p_lanes)
           AND ((SELECT count(*) FROM {{schema}}.runs r
                 WHERE r.lane = l.name AND r.state = 'running' AND r.lease_expires_at > v_now) < l.max_running)
     ) c;

@@ -113,3 +113,10 @@ func enqueue(t *testing.T, qd, db, lane, agent string, more ...string) string {
 	args := append([]string{"enqueue", "--lane", lane, "--agent", agent}, more...)
 	return testkit.MustQD(t, qd, db, append(args, "{}")...)
 }
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+}

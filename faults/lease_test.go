@@ -94,15 +94,20 @@ func TestLease_UnreachableSelfFences(t *testing.T) {
 	}
 	r.waitStates("done", nil, 40*time.Second)
 	time.Sleep(max(0, 8*time.Second-time.Since(cutAt))) // outage longer than the lease
-	px.Restore()
-	r.verify(expect{})
 	var runs, attempts int
 	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
 	r.scalar(&attempts, `SELECT attempts FROM {s}.tasks WHERE id = $1`, id)
 	if runs != 2 || attempts != 2 {
 		t.Errorf("task %d: %d runs, %d attempts; want one re-run (2 and 2)", id, runs, attempts)
 	}
-	_ = b
+	// Back on the network, A claims again: fault end to its first write.
+	b.Signal(syscall.SIGTERM)
+	b.Wait(t, 20*time.Second)
+	end := r.dbNow()
+	px.Restore()
+	r.enqueue("fence", "w", `{"mode":"sleep","ms":100}`, 3)
+	t.Logf("first claim %s after the network came back", r.waitRecovery("fence-a", end, 20*time.Second))
+	r.verify(expect{})
 }
 
 // Ensure a daemon stopped (SIGSTOP) for three leases and then continued

@@ -243,7 +243,7 @@ func (r *rig) waitHeartbeat(owner string, since time.Time, timeout time.Duration
 	var at time.Time
 	testkit.Eventually(r.t, timeout, "a heartbeat of "+owner+" after the fault", func() bool {
 		var t *time.Time
-		r.scalar(&t, `SELECT max(last_heartbeat_at) FROM {s}.runs WHERE owner = $1 AND last_heartbeat_at > $2`, owner, since)
+		r.scalar(&t, `SELECT min(last_heartbeat_at) FROM {s}.runs WHERE owner = $1 AND last_heartbeat_at > $2`, owner, since)
 		if t == nil {
 			return false
 		}

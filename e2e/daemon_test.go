@@ -59,3 +59,37 @@ func waitTaskState(t *testing.T, qd, db, id, want string, timeout time.Duration)
 	})
 	return task
 }
+
+// Ensure an agent's environment holds only the allowlisted variables, its
+// config env and the QD_ ones: the database URL, PG* variables and systemd's
+// NOTIFY_SOCKET given to the daemon never reach it, QD_SOCKET does.
+func TestDaemon_ChildEnvironmentIsAllowlisted(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, _ := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "env")
+	agent := testkit.MustScript(t, dir, "env.sh", fmt.Sprintf("env > %s\n", envFile))
+	id := testkit.MustQD(t, qd, db, "enqueue", "--lane", "env", "--agent", "env", "{}")
+	d := testkit.StartDaemon(t, qd, db, "env", fmt.Sprintf(`
+agent "env" {
+  command  = [%q]
+  schedule = "@every 1s"
+  env = {
+    MY_SETTING = "on"
+  }
+}`, agent), testkit.DaemonOptions{Env: []string{"PGPASSWORD=hunter2", "PGHOST=127.0.0.1", "NOTIFY_SOCKET=/nonexistent/notify", "SECRET_TOKEN=t0k3n"}})
+	waitTaskState(t, qd, db, id, "done", 15*time.Second)
+	env := readFile(t, envFile)
+	for _, bad := range []string{"QD_DATABASE_URL=", "PGPASSWORD=", "PGHOST=", "NOTIFY_SOCKET=", "SECRET_TOKEN=", "hunter2"} {
+		if contains(env, bad) {
+			t.Errorf("agent environment leaks %s", bad)
+		}
+	}
+	for _, want := range []string{"MY_SETTING=on", "QD_SOCKET=" + d.Socket, "QD_RUN_ID=", "PATH="} {
+		if !contains(env, want) {
+			t.Errorf("agent environment lacks %s:\n%s", want, env)
+		}
+	}
+}

@@ -215,3 +215,43 @@ func TestDaemon_BadConfigFailsFast(t *testing.T) {
 		t.Errorf("qd run --check on a good config: exit %d, stdout %q, stderr %q; want exit 0 and ok", code, out, errOut)
 	}
 }
+
+// Ensure a second SIGTERM during the drain skips the rest of the grace: a
+// child that ignores SIGTERM is killed at once, not 60s later, the daemon
+// still exits 0, and the run is released.
+func TestDaemon_SecondSignalSkipsGrace(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, _ := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "stubborn.pid")
+	stubborn := testkit.MustScript(t, dir, "stubborn.sh", fmt.Sprintf(`trap '' TERM
+echo $$ > %s
+while :; do sleep 0.1; done
+`, pidFile))
+	id := enqueue(t, qd, db, "ss", "stubborn")
+	d := testkit.StartDaemon(t, qd, db, "hurry", fmt.Sprintf(`
+shutdown_grace = "60s"
+agent "stubborn" {
+  command  = [%q]
+  schedule = "@every 1s"
+}`, stubborn), testkit.DaemonOptions{})
+	pid := readPID(t, pidFile, 15*time.Second)
+	d.Signal(syscall.SIGTERM)
+	d.WaitLog(t, "draining", 10*time.Second)
+	if d.Exited() || !testkit.Alive(pid) {
+		t.Fatalf("the first SIGTERM did not leave the daemon draining with its child alive")
+	}
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("daemon exit code %d after a second SIGTERM, want 0", code)
+	}
+	if testkit.Alive(pid) {
+		t.Errorf("child %d still runs after the daemon exited", pid)
+	}
+	s := showTask(t, qd, db, id)
+	if s.Task.State != "queued" || len(s.Runs) != 1 || s.Runs[0].State != "abandoned" {
+		t.Errorf("task %s %s with runs %v, want queued with one abandoned run", id, s.Task.State, runStates(s))
+	}
+}

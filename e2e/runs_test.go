@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,7 +143,7 @@ done
 echo made it
 `, qd))
 	id := enqueue(t, qd, db, "pr", "silent", "--max-attempts", "1")
-	testkit.StartDaemon(t, qd, db, "progress", fmt.Sprintf(`
+	d := testkit.StartDaemon(t, qd, db, "progress", fmt.Sprintf(`
 agent "silent" {
   command       = [%q]
   schedule      = "@every 1s"
@@ -155,5 +158,13 @@ agent "silent" {
 	})
 	if len(s.Runs) != 1 || s.Runs[0].State != "completed" || s.Runs[0].Summary != "made it" {
 		t.Fatalf("runs %+v: want one completed run: four silent seconds with progress every 0.5s beat a 2s stall_timeout", s.Runs)
+	}
+	// A run the daemon does not hold: exit 4, as for a lost lease.
+	cmd := exec.Command(qd, "heartbeat", fmt.Sprint(s.Runs[0].ID))
+	cmd.Env = []string{"QD_SOCKET=" + d.Socket, "PATH=" + os.Getenv("PATH"), "GORACE=atexit_sleep_ms=0"}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(out), "not running it") {
+		t.Errorf("qd heartbeat of a finished run through the socket: %v, %q; want exit 4 saying the daemon is not running it", err, out)
 	}
 }

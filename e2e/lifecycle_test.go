@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,9 +129,10 @@ agent "stubborn" {
 	}
 }
 
-// Ensure SIGHUP reloads the config: an agent added to the file starts
-// claiming, and an invalid file is reported in status while the old config
-// keeps working.
+// Ensure SIGHUP reloads the config without touching running children: an
+// agent added to the file starts claiming, a removed one stops, a child of a
+// changed agent runs on to completion, and an invalid file is reported in
+// status while the old config keeps working.
 func TestDaemon_SighupReload(t *testing.T) {
 	t.Parallel()
 	qd := testkit.MustBuild(t)
@@ -144,20 +146,44 @@ agent %q {
   schedule = "@every 1s"
 }`, name, testkit.MustScript(t, dir, name+".sh", "echo \"$QD_AGENT did $QD_TASK_ID\"\n"))
 	}
-	d := testkit.StartDaemon(t, qd, db, "reload", agentBlock("first"), testkit.DaemonOptions{})
+	keeperPID := filepath.Join(dir, "keeper.pid")
+	keeper := func(parallel int) string {
+		return fmt.Sprintf(`
+agent "keeper" {
+  command  = [%q]
+  schedule = "@every 1s"
+  parallel = %d
+}`, testkit.MustScript(t, dir, "keeper.sh", fmt.Sprintf("echo $$ > %s\nsleep 3\necho kept\n", keeperPID)), parallel)
+	}
+	d := testkit.StartDaemon(t, qd, db, "reload", agentBlock("first")+keeper(1), testkit.DaemonOptions{})
+	kept := enqueue(t, qd, db, "h0", "keeper")
 	first := enqueue(t, qd, db, "h1", "first")
 	second := enqueue(t, qd, db, "h2", "second")
 	waitShow(t, qd, db, first, 15*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	readPID(t, keeperPID, 15*time.Second)
 	time.Sleep(1500 * time.Millisecond) // ticks of the first agent pass
 	if s := showTask(t, qd, db, second); s.Task.State != "queued" {
 		t.Fatalf("task of an agent not in the config is %s, want queued", s.Task.State)
 	}
+	if s := showTask(t, qd, db, kept); s.Task.State != "running" {
+		t.Fatalf("keeper task is %s before the reload, want running", s.Task.State)
+	}
 
-	d.WriteConfig(t, agentBlock("first")+agentBlock("second"))
+	// first goes, second comes, keeper changes while its child runs.
+	d.WriteConfig(t, agentBlock("second")+keeper(2))
 	d.Signal(syscall.SIGHUP)
 	s := waitShow(t, qd, db, second, 15*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
 	if want := "second did " + second; len(s.Runs) != 1 || s.Runs[0].Summary != want {
 		t.Fatalf("runs %+v: want one with summary %q", s.Runs, want)
+	}
+	s = waitShow(t, qd, db, kept, 15*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	if len(s.Runs) != 1 || s.Runs[0].State != "completed" || s.Runs[0].Summary != "kept" {
+		t.Fatalf("keeper runs %+v: want its one child to have run on through the reload and completed", s.Runs)
+	}
+	orphan := enqueue(t, qd, db, "h1", "first")
+	time.Sleep(1500 * time.Millisecond) // ticks pass
+	if s := showTask(t, qd, db, orphan); s.Task.State != "queued" {
+		t.Fatalf("task of an agent removed by the reload is %s, want queued", s.Task.State)
 	}
 
 	// The header takes four lines, so the body starts on line 5.
@@ -177,8 +203,16 @@ agent %q {
 	}
 	again := enqueue(t, qd, db, "h2", "second")
 	waitShow(t, qd, db, again, 15*time.Second, "done under the old config", func(s shown) bool { return s.Task.State == "done" })
-	if st := d.Status(t); len(st.Agents) != 2 {
-		t.Errorf("status shows %d agents after the failed reload, want the old config's 2", len(st.Agents))
+	var names []string
+	for _, a := range d.Status(t).Agents {
+		names = append(names, a.Name)
+	}
+	sort.Strings(names)
+	if got := strings.Join(names, ","); got != "keeper,second" {
+		t.Errorf("status shows agents %s after the failed reload, want the old config's keeper,second", got)
+	}
+	if s := showTask(t, qd, db, orphan); s.Task.State != "queued" {
+		t.Errorf("task of the removed agent is %s after the failed reload, want queued", s.Task.State)
 	}
 }
 

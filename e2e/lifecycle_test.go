@@ -289,3 +289,23 @@ agent "stubborn" {
 		t.Errorf("task %s %s with runs %v, want queued with one abandoned run", id, s.Task.State, runStates(s))
 	}
 }
+
+// Ensure a second daemon pointed at the socket of a live one refuses to start
+// (the status socket is never stolen), and the first keeps answering.
+func TestDaemon_LiveSocketNotStolen(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, _ := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	d := testkit.StartDaemon(t, qd, db, "owner", "", testkit.DaemonOptions{})
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.hcl")
+	writeFile(t, other, fmt.Sprintf("name = \"thief\"\nsocket = %q\nstate_dir = %q\n", d.Socket, filepath.Join(dir, "state")))
+	_, errOut, code := testkit.QDWithin(t, 20*time.Second, qd, db, "run", "--config", other)
+	if code == 0 || !strings.Contains(errOut, d.Socket) {
+		t.Errorf("second daemon on a live socket: exit %d, stderr %q; want a refusal naming %s", code, errOut, d.Socket)
+	}
+	if st := d.Status(t); st.Supervisor != "owner" {
+		t.Errorf("socket answered for %q after the attempt, want owner", st.Supervisor)
+	}
+}

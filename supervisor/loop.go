@@ -46,7 +46,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 				failures = 0
 			} else {
 				failures++
-				retryAt = s.mono() + int64(retryDelay(failures))
+				retryAt = s.retryAt(s.mono(), failures)
 			}
 		case <-timer.C:
 		case <-s.wake:
@@ -73,6 +73,30 @@ func (s *Supervisor) Run(ctx context.Context) error {
 
 func retryDelay(failures int) time.Duration {
 	return min(250*time.Millisecond<<min(failures, 5), 5*time.Second)
+}
+
+// Near a run's local deadline, heartbeats are retried at least lastTry
+// before it and then every minRetry, so that a database back in time saves
+// the run whatever the backoff had grown to.
+const (
+	lastTry  = 500 * time.Millisecond
+	minRetry = 100 * time.Millisecond
+)
+
+// retryAt is when to try again after failures failed heartbeats: the
+// backoff, but never past the last chance of a run whose lease is still
+// held.
+func (s *Supervisor) retryAt(now int64, failures int) int64 {
+	at := now + int64(retryDelay(failures))
+	for _, r := range s.live() {
+		r.mu.Lock()
+		deadline, held := r.hb.deadline, r.reason < stopFenced
+		r.mu.Unlock()
+		if held {
+			at = min(at, max(now+int64(minRetry), deadline-int64(lastTry)))
+		}
+	}
+	return at
 }
 
 // pass enforces deadlines, timeouts and stalls, and says whether a

@@ -19,6 +19,9 @@ type runner struct {
 	id   string
 	r    *Report
 	base map[int]Figure // baseline claims/s by concurrency
+	// oldestSnapshot is the age in seconds of the oldest snapshot another
+	// session held during the soak.
+	oldestSnapshot float64
 }
 
 // Run measures the queue against the database of o.DatabaseURL and returns

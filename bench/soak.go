@@ -151,9 +151,22 @@ func (b *runner) beatEverySecond(ctx context.Context, f *fixture, ids []int64) (
 			return nil, 0, err
 		}
 		maxDead = max(maxDead, s["runs"].Dead)
+		var held float64
+		if err := f.pool().QueryRow(ctx, oldestSnapshotSQL).Scan(&held); err != nil {
+			return nil, 0, fmt.Errorf("read oldest snapshot: %w", err)
+		}
+		b.oldestSnapshot = max(b.oldestSnapshot, held)
 	}
 	return calls, maxDead, nil
 }
+
+// oldestSnapshotSQL gives the age in seconds of the oldest transaction of
+// another session of this database that holds a snapshot. Such a snapshot
+// keeps dead row versions from being pruned, which turns HOT updates into
+// ordinary ones: the soak reports it so its figures can be read.
+const oldestSnapshotSQL = `SELECT coalesce(extract(epoch FROM max(clock_timestamp() - xact_start)), 0)::float8
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL`
 
 func (b *runner) soakFigures(runs int, calls []time.Duration, maxDead int64, before, after map[string]tableStats) {
 	sec := b.r.Section("soak", "Heartbeat soak")
@@ -174,6 +187,7 @@ func (b *runner) soakFigures(runs int, calls []time.Duration, maxDead int64, bef
 	sec.Add("runs", "updates", float64(upd), "rows")
 	sec.Add("runs", "hot_update_share", 100*float64(hot)/float64(max(upd, 1)), "%").Want(">=", 95)
 	b.sizeFigures(sec, "runs", r0, r1)
+	sec.Add("other sessions", "oldest_snapshot_max_s", b.oldestSnapshot, "s")
 	sec.Add("runs", "dead_tuples_max_during", float64(maxDead), "rows")
 	// Bounded: with HOT pruning a page keeps at most the versions its spare
 	// room holds, so at the end no more than one dead version per live run,

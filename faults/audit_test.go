@@ -18,14 +18,24 @@ type span struct {
 	start, last time.Time
 	ended       bool // the agent wrote its end and spawned nothing
 	spawned     bool
+	// settled is when the run's own supervisor settled it, which it does
+	// only once the child has exited and its group was killed; zero when
+	// the run was reaped or abandoned by someone else, or is unsettled.
+	settled time.Time
 }
 
-// end is the latest the run's processes may have lived.
+// end is the latest the run's processes may have lived: the last event,
+// plus one tick when the end was not seen, but no later than the owner's
+// settlement.
 func (s *span) end() time.Time {
 	if s.ended && !s.spawned {
 		return s.last
 	}
-	return s.last.Add(tickSlack)
+	e := s.last.Add(tickSlack)
+	if !s.settled.IsZero() && s.settled.After(s.last) && s.settled.Before(e) {
+		e = s.settled
+	}
+	return e
 }
 
 func (r *rig) spans() []*span {
@@ -58,6 +68,24 @@ func (r *rig) spans() []*span {
 			s.ended = true
 		case "spawn":
 			s.spawned = true
+		}
+	}
+	rows.Close()
+	settled, err := r.pool.Query(ctx, r.expand(`SELECT id, finished_at FROM {s}.runs
+		WHERE finished_at IS NOT NULL AND coalesce(summary, '') NOT LIKE 'lease expired%'
+		  AND coalesce(summary, '') <> 'supervisor restarted'`))
+	if err != nil {
+		r.t.Fatalf("read settled runs: %v", err)
+	}
+	defer settled.Close()
+	for settled.Next() {
+		var id int64
+		var at time.Time
+		if err := settled.Scan(&id, &at); err != nil {
+			r.t.Fatal(err)
+		}
+		if s := byRun[id]; s != nil {
+			s.settled = at
 		}
 	}
 	return out

@@ -22,6 +22,7 @@ func (r *rig) tableCounts() string {
 // the wanted exit code and message, and wrote nothing.
 func rejected(t *testing.T, name string, ok bool) {
 	t.Helper()
+	fig.fault("bad-input", 1)
 	fig.add(func(f *figures) {
 		f.badTotal++
 		if ok {
@@ -151,5 +152,4 @@ func TestBadInput_Enqueue(t *testing.T) {
 	if after := r.tableCounts(); after != before {
 		t.Errorf("bad enqueues wrote to the database: rows %s before, %s after", before, after)
 	}
-	fig.fault("bad-input", 0)
 }

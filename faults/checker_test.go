@@ -29,6 +29,10 @@ func TestChecker_SeesViolations(t *testing.T) {
 			{task: 1, run: 1, lane: "a", start: at(0), last: at(100)},
 			{task: 1, run: 2, lane: "a", start: at(200), last: at(300), ended: true},
 		}, 1, 2},
+		{"killed run settled by its owner", []*span{
+			{task: 1, run: 1, lane: "a", start: at(0), last: at(100), settled: at(150)},
+			{task: 1, run: 2, lane: "a", start: at(160), last: at(300), ended: true},
+		}, 0, 1},
 		{"grandchild keeps a run alive", []*span{
 			{task: 1, run: 1, lane: "a", start: at(0), last: at(100), ended: true, spawned: true},
 			{task: 1, run: 2, lane: "a", start: at(1000), last: at(1100), ended: true},

@@ -55,7 +55,9 @@ func (f *figures) lane(name string, occ, limit int) {
 	if occ > limit {
 		f.lanesOver++
 	}
-	if f.worstLimit == 0 || occ*f.worstLimit > f.worstOcc*limit {
+	worse := occ*f.worstLimit > f.worstOcc*limit
+	tie := occ*f.worstLimit == f.worstOcc*limit && limit > f.worstLimit
+	if f.worstLimit == 0 || worse || tie {
 		f.worstLane, f.worstOcc, f.worstLimit = name, occ, limit
 	}
 }

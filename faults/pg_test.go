@@ -161,3 +161,37 @@ func settleRow(run int64) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(run))
 	return append(b, 0, 0, 0, 2, 'o', 'k')
 }
+
+// Ensure an outage that ends well before a run's local deadline never
+// kills its agent, however the heartbeat retries were spaced during it: the
+// first heartbeat after the database is back must come before the
+// deadline.
+func TestPG_OutageEndsBeforeDeadline(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	id := r.enqueue("blip", "w", `{"mode":"sleep","ms":15000}`, 3)
+	// lease 6s, heartbeat 2s: the child is killed 4.5s after the last
+	// heartbeat that got through.
+	r.daemon("blip", r.agentHCL(agentConf{name: "w", lease: "6s", heartbeat: "2s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
+	run, _ := r.waitEvent("start", id, 20*time.Second)
+	var first time.Time
+	r.scalar(&first, `SELECT last_heartbeat_at FROM {s}.runs WHERE id = $1`, run)
+	testkit.Eventually(t, 10*time.Second, "a heartbeat", func() bool {
+		var hb time.Time
+		r.scalar(&hb, `SELECT last_heartbeat_at FROM {s}.runs WHERE id = $1`, run)
+		return hb.After(first)
+	})
+	px.Refuse()
+	fig.fault("pg-restart", 1)
+	time.Sleep(3600 * time.Millisecond) // back 0.9s before the local deadline
+	end := r.dbNow()
+	px.Restore()
+	t.Logf("first heartbeat %s after the outage", r.waitRecovery("blip", end, 10*time.Second))
+	r.verify(expect{})
+	var runs int
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs`)
+	if runs != 1 {
+		t.Errorf("%d runs: the agent was killed although the database came back before its deadline", runs)
+	}
+}

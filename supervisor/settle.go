@@ -70,7 +70,7 @@ func (s *Supervisor) settleBatch(batch []*settleReq) {
 			for i, req := range batch {
 				var e error
 				if i < len(errs) && errs[i] != nil {
-					e = fmt.Errorf("settle run %d: %w", req.st.RunID, errs[i])
+					e = errs[i] // already names the run
 				}
 				req.done <- e
 			}

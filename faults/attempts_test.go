@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,5 +68,34 @@ func TestAttempts_PoisonKillsDaemon(t *testing.T) {
 	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
 	if runs != 3 {
 		t.Errorf("poison task: %d runs, want 3", runs)
+	}
+}
+
+// Ensure an agent whose program vanished after the config was loaded fails
+// each attempt with a summary naming the program and the errno, and the
+// task stops at max_attempts instead of looping.
+func TestAttempts_CommandVanished(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	prog := testkit.MustScript(t, r.dir, "vanishing.sh", "exit 0\n")
+	id := r.enqueue("gone", "w", `{}`, 2)
+	d := r.daemon("vanished", r.agentHCL(agentConf{name: "w", command: []string{prog}}), testkit.DaemonOptions{})
+	if err := os.Remove(prog); err != nil {
+		t.Fatal(err)
+	}
+	fig.fault("missing-program", 1)
+	r.verify(expect{def: "failed"})
+	var runs int
+	var summary string
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
+	r.scalar(&summary, `SELECT summary FROM {s}.runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1`, id)
+	if runs != 2 {
+		t.Errorf("task %d: %d runs with its program gone, want max_attempts (2)", id, runs)
+	}
+	if !strings.Contains(summary, prog) || !strings.Contains(summary, "ENOENT") {
+		t.Errorf("summary %q does not name the program and the errno", summary)
+	}
+	if d.Exited() {
+		t.Errorf("daemon exited when its agent's program vanished")
 	}
 }

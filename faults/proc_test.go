@@ -1,8 +1,8 @@
 package faults
 
 import (
-	"fmt"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -199,22 +199,9 @@ func TestProc_KillNineOrphanSweep(t *testing.T) {
 
 func containsAny(s string, subs ...string) bool {
 	for _, x := range subs {
-		if len(x) > 0 && contains(s, x) {
+		if strings.Contains(s, x) {
 			return true
 		}
 	}
 	return false
 }
-
-func contains(s, sub string) bool { return len(s) >= len(sub) && indexOf(s, sub) >= 0 }
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
-var _ = fmt.Sprint

@@ -126,6 +126,14 @@ func MustBuild(tb testing.TB) string {
 	return buildPath
 }
 
+// RemoveBuild deletes the binary MustBuild built, if any. Call it from
+// TestMain after m.Run: each test process builds its own (tens of MB).
+func RemoveBuild() {
+	if buildPath != "" {
+		os.RemoveAll(filepath.Dir(buildPath))
+	}
+}
+
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")

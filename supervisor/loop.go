@@ -162,9 +162,7 @@ func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 	case reason >= stopFenced:
 		return next, state
 	case now >= hb.deadline:
-		silent := time.Duration(now - hb.ackAt).Round(time.Millisecond)
-		r.log.Error("no heartbeat got through; killing the child before its lease expires", "silent", silent)
-		r.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
+		s.fence(r, hb, now)
 		return next, state
 	case reason != stopNone:
 	case sp.Timeout > 0 && now-r.startNs >= int64(sp.Timeout):
@@ -182,6 +180,23 @@ func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 		}
 	}
 	return min(next, hb.deadline), state
+}
+
+// fence kills the child of a run whose local deadline has passed. When even
+// the lease is already over (the daemon was paused or starved past it),
+// another run of the task may have been running alongside, and the window
+// is reported.
+func (s *Supervisor) fence(r *run, hb beatState, now int64) {
+	silent := time.Duration(now - hb.ackAt).Round(time.Millisecond)
+	if over := time.Duration(now - (hb.sentAt + int64(r.spec.Lease))); over > 0 {
+		over = over.Round(time.Millisecond)
+		r.log.Error("lease expired before the child could be killed (daemon paused or starved); another run of the task may have overlapped",
+			"silent", silent, "overlap_up_to", over)
+		r.kill(stopFenced, fmt.Sprintf("killed: lease expired %s before the child could be killed; runs may have overlapped", over))
+		return
+	}
+	r.log.Error("no heartbeat got through; killing the child before its lease expires", "silent", silent)
+	r.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
 }
 
 // lastOutput is when the child last wrote, or when it started.

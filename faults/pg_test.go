@@ -20,9 +20,15 @@ func TestPG_RestartWhileRunning(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	px := newProxy(t, "127.0.0.1:5432")
+	outages := 1
+	if *soak {
+		outages = 3
+	}
 	var ids []int64
 	for i := range 3 {
-		ids = append(ids, r.enqueue(fmt.Sprintf("pgr%d", i), "w", `{"mode":"sleep","ms":12000}`, 3))
+		// Runs last through every outage and a little after.
+		ms := 8000 + outages*6000
+		ids = append(ids, r.enqueue(fmt.Sprintf("pgr%d", i), "w", fmt.Sprintf(`{"mode":"sleep","ms":%d}`, ms), 3))
 	}
 	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "8s", heartbeat: "1s"})
 	d := r.daemon("restart", body, testkit.DaemonOptions{}, r.viaURL(px.Addr()))
@@ -30,10 +36,6 @@ func TestPG_RestartWhileRunning(t *testing.T) {
 		r.waitEvent("start", id, 20*time.Second)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	outages := 1
-	if *soak {
-		outages = 3
-	}
 	for range outages {
 		px.Refuse()
 		fig.fault("pg-restart", 1)
@@ -41,6 +43,7 @@ func TestPG_RestartWhileRunning(t *testing.T) {
 		end := r.dbNow()
 		px.Restore()
 		t.Logf("first heartbeat %s after the outage", r.waitRecovery("restart", end, 10*time.Second))
+		time.Sleep(2 * time.Second)
 	}
 	r.verify(expect{})
 	var runs int

@@ -49,6 +49,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"depth", b.depth},
 		{"history", b.history},
 		{"soak", b.soak},
+		{"e2e", b.e2e},
+		{"idle", b.idle},
 	}
 	for _, s := range steps {
 		b.log.Info("bench step", "step", s.name)

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/qd-run/qd/bench"
+	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -38,12 +40,15 @@ func MustTestURL(tb testing.TB) string {
 func TestRun(t *testing.T) {
 	// Ensure a small bench measures every section, every figure is positive
 	// where it counts work, every ratio is its figure over the figure it
-	// names, and the bench's schemas are gone afterwards.
+	// names, and the bench's schemas, databases and daemons are gone
+	// afterwards.
 	u := MustTestURL(t)
 	before := benchSchemas(t, u)
+	beforeDBs := benchDatabases(t, u)
+	qd := testkit.MustBuild(t)
 	ctx := context.Background()
 	logger := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: hclog.DefaultOutput, Level: hclog.Warn})
-	r, err := bench.Run(ctx, bench.Options{DatabaseURL: u, Size: "small", Logger: logger})
+	r, err := bench.Run(ctx, bench.Options{DatabaseURL: u, Size: "small", Logger: logger, QD: qd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +57,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20}
+	want := map[string]int{"claim": 18, "claim_many": 24, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 14, "idle": 8}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		got[s.ID] = len(s.Rows)
@@ -70,6 +75,10 @@ func TestRun(t *testing.T) {
 		{"depth", "50,000 queued", "p99_ms"},
 		{"history", "100,000 finished", "p99_ms"},
 		{"soak", "runs", "hot_update_share"},
+		{"e2e", "qd run, 64 lanes, parallel 32", "tasks_per_second"},
+		{"idle", "50 agents ticking every second", "transactions_per_agent_tick"},
+		{"idle", "50 agents ticking every second", "daemon_cpu_percent"},
+		{"idle", "50 agents ticking every second", "rss_mib"},
 	} {
 		if f, ok := r.Find(k[0], k[1], k[2]); !ok || f.Target == nil {
 			t.Errorf("%v: figure %v has no target", k, f)
@@ -83,12 +92,68 @@ func TestRun(t *testing.T) {
 			t.Errorf("schema %s left behind", name)
 		}
 	}
+	for name := range benchDatabases(t, u) {
+		if !beforeDBs[name] {
+			t.Errorf("database %s left behind", name)
+		}
+	}
+	if pids := running(t, qd); len(pids) > 0 {
+		t.Errorf("daemons left running: pids %v", pids)
+	}
+}
+
+// running lists the processes running the program at path.
+func running(t *testing.T, path string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc here")
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink("/proc/" + e.Name() + "/exe")
+		if err == nil && exe == path {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// benchDatabases lists the databases named like the bench's.
+func benchDatabases(t *testing.T, u string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'qd\_bench\_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
 }
 
 // checkFigure checks one figure of the report.
 func checkFigure(t *testing.T, r *bench.Report, section string, f bench.Figure) {
 	t.Helper()
-	mayBeZero := strings.HasPrefix(f.Metric, "dead_tuples") || f.Metric == "oldest_snapshot_max_s"
+	// CPU is counted in steps of 10 ms, which an idle daemon may not reach
+	// in the small size.
+	mayBeZero := strings.HasPrefix(f.Metric, "dead_tuples") || f.Metric == "oldest_snapshot_max_s" ||
+		section == "idle" && (strings.Contains(f.Metric, "cpu") || strings.HasPrefix(f.Metric, "postgres_"))
 	if !mayBeZero && f.Value <= 0 {
 		t.Errorf("%s / %s / %s = %v, want > 0", section, f.Case, f.Metric, f.Value)
 	}

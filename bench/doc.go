@@ -18,7 +18,21 @@
 //   - depth and history: claim latency with the queue deep and with many
 //     finished tasks kept, against the shallowest and the empty history;
 //   - soak: what heartbeating 1,000 live runs once a second does to the runs
-//     table: HOT-update share, dead tuples, table and index sizes.
+//     table: HOT-update share, dead tuples, table and index sizes;
+//   - e2e: tasks/s through a `qd run` daemon with real children (a program
+//     that exits at once, 64 lanes, parallel 32) against a plain Go loop
+//     that fork-execs the same program with the same parallelism, CPU and
+//     transactions per task, and the latency from a tick to the claim and
+//     to the child's start;
+//   - idle: what a daemon with 50 agents ticking every second on an empty
+//     queue costs PostgreSQL (transactions per tick) and the machine (CPU,
+//     memory), and its memory with 200 live children.
+//
+// The e2e and idle parts start the qd binary (Options.QD, else this
+// program) as a daemon with a config of their own in a temporary
+// directory, against a database of their own (qd_bench_<random>_<part>)
+// so that the server's counters for it count the daemon alone; they stop
+// the daemons and drop the databases when they end, on error too.
 //
 // A Report is a list of sections; later parts of the bench add their own
 // sections without changing these. Its JSON field names are stable.

@@ -21,6 +21,9 @@ type Options struct {
 	Duration time.Duration
 	// Logger receives progress; nil discards it.
 	Logger hclog.Logger
+	// QD is the qd binary the end-to-end and idle parts start as a daemon
+	// (`qd run`); empty means this program itself, as in `qd bench`.
+	QD string
 }
 
 // scale is the shape of one bench size.
@@ -39,6 +42,11 @@ type scale struct {
 	Soak       time.Duration // length of the heartbeat soak
 	BatchBeats int           // heartbeats per call in the batched measurement
 	ClaimBatch int           // n of ClaimMany
+	// LatencyTicks is how many ticks the tick-to-exec latency is taken
+	// over (32 tasks each).
+	LatencyTicks int
+	// Idle is how long the idle daemon is watched, after IdleWarmup.
+	Idle, IdleWarmup time.Duration
 }
 
 var scales = map[string]scale{
@@ -47,12 +55,14 @@ var scales = map[string]scale{
 		Lanes: 1_000, Queued: 30_000, LiveRuns: 1_600,
 		DepthLanes: 100, Depths: []int{2_000, 10_000, 50_000}, DepthBase: 2_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
+		LatencyTicks: 2, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
 	},
 	"full": {
 		Name: "full", Measure: 5 * time.Second,
 		Lanes: 1_000, Queued: 100_000, LiveRuns: 1_600,
 		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
+		LatencyTicks: 10, Idle: 20 * time.Second, IdleWarmup: 3 * time.Second,
 	},
 }
 

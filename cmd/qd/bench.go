@@ -20,9 +20,11 @@ var benchCommand = &command{
 	usage:   "[--size small|full] [--duration D] [--out FILE] [--json]",
 	help: `Measures claims, batch claims, claim-to-complete cycles, heartbeats, claim
 latency with a deep queue and a long history, and a heartbeat soak, each as a
-figure and as a ratio to the minimal SKIP LOCKED claim measured in the same run.
-It works in schemas of its own (qd_bench_*), which it drops when it ends; it
-never touches the queue's schema. --size small takes seconds; --size full uses
+figure and as a ratio to the minimal SKIP LOCKED claim measured in the same run;
+then tasks/s through a daemon (this binary's qd run) with real children against
+a plain fork-exec loop, and the idle cost of a daemon with 50 agents. It works
+in schemas and databases of its own (qd_bench_*), which it drops when it ends;
+it never touches the queue's schema. It needs a role that may create databases. --size small takes seconds; --size full uses
 a million queued and ten million finished tasks and takes minutes. Progress goes
 to stderr, the table (or JSON with --json) to stdout; --out also writes the JSON
 report to FILE. See docs/performance.md.`,

@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qd-run/qd/internal/status"
+)
+
+// daemonProc is a `qd run` process the bench started, with its config,
+// socket, state directory and log in a temporary directory of its own.
+type daemonProc struct {
+	name    string
+	dir     string
+	socket  string
+	state   string
+	logPath string
+	cmd     *exec.Cmd
+	logFile *os.File
+	done    chan struct{}
+	waitErr error // set before done is closed
+}
+
+// qdBinary is the program started as the daemon: Options.QD, or this
+// program itself (qd bench runs inside the qd binary).
+func (b *runner) qdBinary() (string, error) {
+	if b.o.QD != "" {
+		return b.o.QD, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the qd binary to run as the daemon: %w", err)
+	}
+	return p, nil
+}
+
+// startDaemon writes a config of the bench's settings plus body (agent
+// blocks), starts `qd run` on it with QD_DATABASE_URL set to dbURL, and
+// waits until its status socket answers. The daemon is put in a process
+// group of its own and killed by the kernel if the bench dies; its
+// children die with it (the supervisor sets their parent-death signal).
+func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*daemonProc, error) {
+	bin, err := b.qdBinary()
+	if err != nil {
+		return nil, err
+	}
+	// Short paths: a unix socket path must fit in 104 bytes.
+	dir, err := os.MkdirTemp("", "qd-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("create daemon directory: %w", err)
+	}
+	p := &daemonProc{
+		name: name, dir: dir,
+		socket:  filepath.Join(dir, "qd.sock"),
+		state:   filepath.Join(dir, "state"),
+		logPath: filepath.Join(dir, "qd.log"),
+		done:    make(chan struct{}),
+	}
+	conf := fmt.Sprintf("name = %q\nsocket = %q\nstate_dir = %q\nlog_level = \"info\"\nlog_format = \"json\"\nshutdown_grace = \"5s\"\n%s",
+		name, p.socket, p.state, body)
+	confPath := filepath.Join(dir, "qd.hcl")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("write daemon config: %w", err)
+	}
+	if p.logFile, err = os.Create(p.logPath); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("create daemon log: %w", err)
+	}
+	p.cmd = exec.Command(bin, "run", "--config", confPath)
+	p.cmd.Env = daemonEnv(dbURL)
+	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.logFile.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s run: %w", bin, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.done)
+	}()
+	b.log.Info("started daemon", "name", name, "pid", p.cmd.Process.Pid)
+	if err := p.ready(ctx); err != nil {
+		p.stop(b)
+		return nil, err
+	}
+	return p, nil
+}
+
+// daemonEnv is this process's environment without any QD_ setting, plus
+// the database URL; a binary built with the race detector does not pause
+// at exit.
+func daemonEnv(dbURL string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "QD_") {
+			env = append(env, kv)
+		}
+	}
+	if os.Getenv("GORACE") == "" {
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	return append(env, "QD_DATABASE_URL="+dbURL)
+}
+
+// ready waits until the daemon's status socket answers.
+func (p *daemonProc) ready(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := p.fetch(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("daemon %s exited before its socket answered: %v\n%s", p.name, p.waitErr, p.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon %s: socket %s did not answer within 30 s: %w\n%s", p.name, p.socket, err, p.logTail())
+		}
+	}
+}
+
+// fetch asks the daemon for its status.
+func (p *daemonProc) fetch(ctx context.Context) (*status.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return status.Fetch(ctx, p.socket)
+}
+
+// pid is the daemon's process id.
+func (p *daemonProc) pid() int { return p.cmd.Process.Pid }
+
+// alive returns an error naming the daemon's end when it has exited.
+func (p *daemonProc) alive() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("daemon %s exited: %v\n%s", p.name, p.waitErr, p.logTail())
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM (the daemon drains its children and settles their
+// runs), kills the daemon's process group when it has not exited within
+// 15 s, and removes its directory.
+func (p *daemonProc) stop(b *runner) {
+	if p.alive() == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			b.log.Warn("daemon did not stop within 15 s; killing it", "name", p.name, "pid", p.pid())
+			_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	// Anything left in the daemon's group (nothing, normally).
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	p.logFile.Close()
+	if err := os.RemoveAll(p.dir); err != nil {
+		b.log.Warn("remove daemon directory", "dir", p.dir, "error", err)
+	}
+	b.log.Info("stopped daemon", "name", p.name)
+}
+
+// logTail returns the end of the daemon's log, for errors.
+func (p *daemonProc) logTail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	const max = 4000
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return string(data)
+}
+
+// childStarts reads the daemon's JSON log and returns, for each run the
+// supervisor started a child for, the time it logged "child started":
+// just after the fork and exec returned, by the daemon's clock, to the
+// microsecond.
+func (p *daemonProc) childStarts() (map[int64]time.Time, error) {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("read daemon log: %w", err)
+	}
+	defer f.Close()
+	out := map[int64]time.Time{}
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := r.ReadBytes('\n')
+		if bytes.Contains(line, []byte(`"child started"`)) {
+			var rec struct {
+				At    string `json:"@timestamp"`
+				Msg   string `json:"@message"`
+				RunID int64  `json:"run_id"`
+			}
+			if jerr := json.Unmarshal(line, &rec); jerr == nil && rec.Msg == "child started" {
+				at, perr := time.Parse("2006-01-02T15:04:05.000000Z07:00", rec.At)
+				if perr != nil {
+					return nil, fmt.Errorf("read daemon log: time %q: %w", rec.At, perr)
+				}
+				out[rec.RunID] = at
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read daemon log: %w", err)
+		}
+	}
+}

@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	code := m.Run()
+	testkit.RemoveBuild()
+	if agentPath != "" {
+		os.RemoveAll(filepath.Dir(agentPath))
+	}
 	fig.report(os.Stdout, code)
 	if path := os.Getenv("QD_FAULTS_FIGURES"); path != "" {
 		f, err := os.Create(path)

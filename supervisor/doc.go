@@ -13,7 +13,8 @@
 // supervisor owns and reads with fixed buffers: endless output, endless lines
 // and grandchildren that keep a pipe open cost bounded memory and never block
 // the child or the daemon. Every child's group and start time are recorded
-// under <StateDir>/children so that KillOrphans can kill the groups a crashed
+// in a journal under <StateDir>/children (one append-only file per daemon,
+// not a file per child) so that KillOrphans can kill the groups a crashed
 // incarnation left behind, and never a recycled pid.
 //
 // # Leases

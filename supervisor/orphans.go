@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -57,32 +58,147 @@ func decodeRecord(text string) (childRecord, error) {
 	return c, nil
 }
 
+// recordPath is where earlier versions kept one child's record, a file of
+// one record line; KillOrphans reads those as it reads journals.
 func recordPath(state string, runID int64) string {
 	return filepath.Join(childrenDir(state), strconv.FormatInt(runID, 10))
 }
 
-// record writes r's child record.
+// journal holds the child records of this incarnation in one append-only
+// file under childrenDir: a record line when a child starts, an "end" line
+// when it is gone. Appending to one file costs no inode per child; a file
+// created and removed per child made every start allocate an inode, which
+// on some file systems (ext4 without a journal skips inodes freed in the
+// last minutes, one by one) grew slower with every child already run. The
+// file is rewritten with only the live records when it is mostly end lines,
+// and removed when no child lives.
+type journal struct {
+	mu    sync.Mutex
+	path  string
+	f     *os.File
+	live  map[int64]string // run id → record line
+	lines int              // lines in the file
+}
+
+// journalCompact is the number of lines past which the file is rewritten
+// when fewer than a quarter of them are live records.
+const journalCompact = 4096
+
+func journalPath(state string) string {
+	return filepath.Join(childrenDir(state), fmt.Sprintf("journal-%d", os.Getpid()))
+}
+
+// record appends r's child record to the journal.
 func (s *Supervisor) record(r *run) {
 	start, _ := procStart(r.pid)
 	self, _ := procStart(os.Getpid())
 	c := childRecord{Boot: bootID(), DaemonPID: os.Getpid(), DaemonStart: self,
 		PGID: r.pid, PID: r.pid, Start: start, RunID: r.l.RunID}
-	path := recordPath(s.cfg.StateDir, r.l.RunID)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(c.encode()), 0o600); err != nil {
-		r.log.Error("write child record", "error", err)
+	line := c.encode()
+	j := &s.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		j.path = journalPath(s.cfg.StateDir)
+		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+		if err != nil {
+			r.log.Error("write child record", "error", err)
+			return
+		}
+		j.f, j.live, j.lines = f, map[int64]string{}, 0
+	}
+	if _, err := j.f.WriteString(line); err != nil {
+		r.log.Error("write child record", "file", j.path, "error", err)
 		return
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		r.log.Error("write child record", "error", err)
+	j.live[r.l.RunID] = line
+	j.lines++
+}
+
+// unrecord marks r's child gone in the journal.
+func (s *Supervisor) unrecord(r *run) {
+	j := &s.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.live[r.l.RunID]; !ok || j.f == nil {
+		return
+	}
+	delete(j.live, r.l.RunID)
+	if len(j.live) == 0 {
+		j.f.Close()
+		j.f = nil
+		if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			r.log.Error("remove child records", "file", j.path, "error", err)
+		}
+		return
+	}
+	if _, err := j.f.WriteString(fmt.Sprintf("end run=%d\n", r.l.RunID)); err != nil {
+		r.log.Error("write child record", "file", j.path, "error", err)
+		return
+	}
+	j.lines++
+	if j.lines > journalCompact && j.lines > 4*len(j.live) {
+		if err := j.compact(); err != nil {
+			r.log.Error("rewrite child records", "file", j.path, "error", err)
+		}
 	}
 }
 
-func (s *Supervisor) unrecord(r *run) {
-	err := os.Remove(recordPath(s.cfg.StateDir, r.l.RunID))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		r.log.Error("remove child record", "error", err)
+// compact rewrites the journal with its live records only; j.mu is held.
+func (j *journal) compact() error {
+	var b strings.Builder
+	for _, line := range j.live {
+		b.WriteString(line)
 	}
+	tmp := j.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, j.path); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	j.f.Close()
+	j.f, j.lines = f, len(j.live)
+	return nil
+}
+
+// readRecords parses a file of child records: record lines, and "end"
+// lines that take back the record of their run. It returns the records
+// still standing, in the order they were written.
+func readRecords(text string) (recs []childRecord, bad []error) {
+	var order []int64
+	byRun := map[int64]childRecord{}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "end run="); ok {
+			if id, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil {
+				delete(byRun, id)
+				continue
+			}
+		}
+		c, err := decodeRecord(line)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if _, seen := byRun[c.RunID]; !seen {
+			order = append(order, c.RunID)
+		}
+		byRun[c.RunID] = c
+	}
+	for _, id := range order {
+		if c, ok := byRun[id]; ok {
+			recs = append(recs, c)
+			delete(byRun, id)
+		}
+	}
+	return recs, bad
 }
 
 // KillOrphans kills the process groups that an earlier incarnation of the
@@ -106,17 +222,22 @@ func (s *Supervisor) KillOrphans() (killed int, err error) {
 		if err != nil {
 			return killed, fmt.Errorf("read child record: %w", err)
 		}
-		c, err := decodeRecord(string(b))
-		switch {
-		case err != nil:
+		recs, bad := readRecords(string(b))
+		for _, err := range bad {
 			s.log.Warn("ignoring child record", "file", path, "error", err)
-		case c.Boot != boot:
-			s.log.Info("ignoring child record from an earlier boot", "file", path)
-		case daemonAlive(c):
-			s.log.Warn("child record belongs to a running daemon, leaving it", "file", path, "daemon_pid", c.DaemonPID)
+		}
+		// One file holds the records of one daemon.
+		if len(recs) > 0 && recs[0].Boot == boot && daemonAlive(recs[0]) {
+			s.log.Warn("child record belongs to a running daemon, leaving it", "file", path, "daemon_pid", recs[0].DaemonPID)
 			continue
-		case s.killRecorded(c):
-			killed++
+		}
+		for _, c := range recs {
+			switch {
+			case c.Boot != boot:
+				s.log.Info("ignoring child record from an earlier boot", "file", path, "run_id", c.RunID)
+			case s.killRecorded(c):
+				killed++
+			}
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return killed, fmt.Errorf("remove child record: %w", err)

@@ -66,7 +66,7 @@ func (sp Spec) margin() time.Duration { return min(sp.Heartbeat, sp.Lease/4) }
 type Config struct {
 	Provider lease.Provider
 	Logger   hclog.Logger
-	// StateDir holds runs/<run_id>.log and children/<run_id> records.
+	// StateDir holds runs/<run_id>.log and the child records in children/.
 	StateDir string
 	// Owner and Instance name this daemon (for logs).
 	Owner, Instance string
@@ -112,6 +112,8 @@ type Supervisor struct {
 	giveUp    func() // closes stopSet and cancels stopCtx
 	drainOnce sync.Once
 	drainDone chan struct{}
+
+	journal journal // child records, see record
 }
 
 // New checks cfg, creates the state directories and starts the settler.

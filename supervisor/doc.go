@@ -9,7 +9,8 @@
 // stdin; the environment is an allowlist of the daemon's (PATH, HOME, USER,
 // LANG, LC_*, TZ and the like) plus the QD_ variables and the agent's own
 // env, so database URLs, PG* variables and systemd's sockets never leak.
-// stdout and stderr go to <StateDir>/runs/<run_id>.log, through pipes the
+// stdout and stderr go to <StateDir>/runs/<run_id>.log (created with the
+// first output: a run that writes nothing has none), through pipes the
 // supervisor owns and reads with fixed buffers: endless output, endless lines
 // and grandchildren that keep a pipe open cost bounded memory and never block
 // the child or the daemon. Every child's group and start time are recorded

@@ -30,9 +30,11 @@ const truncatedNote = "\n[qd: log truncated at 64 MiB; later output is dropped, 
 // (at most lineMax bytes) for the summary. Memory stays fixed whatever the
 // child writes.
 type output struct {
-	mu      sync.Mutex
-	log     io.Writer // the run log; nil after a write error
-	logErr  error
+	mu     sync.Mutex
+	log    io.Writer // the run log; nil until opened, and after a write error
+	logErr error
+	// open creates the run log at the first output; nil once called.
+	open    func() (io.Writer, error)
 	ring    [tailSize]byte
 	n       int64 // bytes written in all
 	logged  int64 // bytes written to log
@@ -69,6 +71,10 @@ func (o *output) copyFrom(r io.Reader, stdout bool, mono func() int64) {
 func (o *output) write(p []byte, stdout bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.open != nil {
+		o.log, o.logErr = o.open()
+		o.open = nil
+	}
 	if o.log != nil {
 		o.toLog(p)
 	}

@@ -45,7 +45,7 @@ type run struct {
 
 	cmd     *exec.Cmd
 	out     *output
-	logFile *os.File
+	logFile *os.File    // nil until the first output
 	stdin   *os.File    // our end of the child's stdin
 	pipes   [2]*os.File // our ends of stdout and stderr
 	outDone chan struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -78,19 +79,18 @@ func (s *Supervisor) newRun(l *lease.Lease, spec Spec) *run {
 	return r
 }
 
-// launch opens the run log and pipes and starts the child.
+// launch opens the pipes and starts the child. The run log is created
+// with the child's first output: a run that writes nothing has no log file
+// (its empty tail is on the run row), and costs the file system nothing.
 func (s *Supervisor) launch(r *run) error {
 	if len(r.spec.Command) == 0 {
 		return fmt.Errorf("agent %q has no command", r.spec.Agent)
 	}
-	logFile, err := os.OpenFile(LogPath(s.cfg.StateDir, r.l.RunID), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("open run log: %w", err)
-	}
+	var err error
 	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
 	for i := 0; i < 6; i += 2 {
 		if ends[i], ends[i+1], err = os.Pipe(); err != nil {
-			closeAll(logFile, ends[:i]...)
+			closeAll(nil, ends[:i]...)
 			return fmt.Errorf("create pipe: %w", err)
 		}
 	}
@@ -102,11 +102,19 @@ func (s *Supervisor) launch(r *run) error {
 	err = spawn(cmd)
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {
-		closeAll(logFile, ends[1], ends[2], ends[4])
+		closeAll(nil, ends[1], ends[2], ends[4])
 		return err
 	}
-	r.cmd, r.logFile, r.stdin, r.pipes = cmd, logFile, ends[1], [2]*os.File{ends[2], ends[4]}
-	r.out.log = logFile
+	r.cmd, r.stdin, r.pipes = cmd, ends[1], [2]*os.File{ends[2], ends[4]}
+	path := LogPath(s.cfg.StateDir, r.l.RunID)
+	r.out.open = func() (io.Writer, error) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open run log: %w", err)
+		}
+		r.logFile = f // read by wait once the output is drained
+		return f, nil
+	}
 	r.mu.Lock()
 	r.pid = cmd.Process.Pid
 	r.applyLocked() // a stop asked for while starting

@@ -44,8 +44,9 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		path := ""
 		if dir := env.stateDir(); dir != "" {
-			path := runLogPath(dir, id)
+			path = runLogPath(dir, id)
 			if f, err := os.Open(path); err == nil {
 				defer f.Close()
 				fmt.Fprintf(env.Stderr, "qd: run %d: log file %s\n", id, path)
@@ -53,10 +54,18 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 			}
 		}
 		if *follow && r.State == lease.RunRunning {
-			fmt.Fprintf(env.Stderr, "qd: run %d: no log file on this machine; waiting for the run to end\n", id)
-			if r, err = waitRunEnd(ctx, prov, id); err != nil {
+			// The daemon creates a run's log file with its first output.
+			fmt.Fprintf(env.Stderr, "qd: run %d: no log file on this machine (yet); waiting for output or the run's end\n", id)
+			f, end, err := waitLogOrEnd(ctx, prov, path, id)
+			if err != nil {
 				return err
 			}
+			if f != nil {
+				defer f.Close()
+				fmt.Fprintf(env.Stderr, "qd: run %d: log file %s\n", id, path)
+				return copyLog(ctx, env, prov, f, id, end.State == "")
+			}
+			r = end
 		}
 		fmt.Fprintf(env.Stderr, "qd: run %d: output tail stored on the run (no log file on this machine)\n", id)
 		_, err = io.WriteString(env.Stdout, r.OutputTail)
@@ -102,17 +111,33 @@ func copyLog(ctx context.Context, env *Env, prov lease.Provider, f *os.File, id 
 	}
 }
 
-func waitRunEnd(ctx context.Context, prov lease.Provider, id int64) (lease.Run, error) {
+// waitLogOrEnd waits until the run's log file at path appears, or the run
+// ends. It returns the open file (with a zero Run while the run is still
+// running), or the ended run.
+func waitLogOrEnd(ctx context.Context, prov lease.Provider, path string, id int64) (*os.File, lease.Run, error) {
+	open := func() *os.File {
+		if path == "" {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil
+		}
+		return f
+	}
 	for {
 		if err := sleepOrDone(ctx, pollEvery); err != nil {
-			return lease.Run{}, err
+			return nil, lease.Run{}, err
+		}
+		if f := open(); f != nil {
+			return f, lease.Run{}, nil
 		}
 		r, err := prov.Run(ctx, id)
 		if err != nil {
-			return r, err
+			return nil, r, err
 		}
 		if r.State != lease.RunRunning {
-			return r, nil
+			return open(), r, nil // output may have come just before the end
 		}
 	}
 }

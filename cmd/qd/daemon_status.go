@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -12,8 +13,30 @@ import (
 	"github.com/qd-run/qd/supervisor"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..."; when it
+// is not, Version falls back to the module version `go install` records.
+var version = ""
+
+// Version returns qd's version: the linked-in one, else the module's, else
+// "devel" with the VCS revision when the build recorded one.
+func Version() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "devel-" + s.Value[:12]
+		}
+	}
+	return "devel"
+}
 
 // snapshot builds what the status socket serves. It reads the supervisor's
 // copied state and asks the database for lane depths with a short timeout,
@@ -22,7 +45,7 @@ func (d *daemon) snapshot(ctx context.Context) status.Snapshot {
 	conf := d.config()
 	now := time.Now()
 	s := status.Snapshot{
-		Supervisor: conf.Name, Version: version, PID: os.Getpid(),
+		Supervisor: conf.Name, Version: Version(), PID: os.Getpid(),
 		StartedAt: d.started, UptimeSeconds: now.Sub(d.started).Seconds(),
 	}
 	d.mu.Lock()

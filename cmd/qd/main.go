@@ -35,6 +35,7 @@ var commands = []*command{
 	pruneCommand,
 	daemonCommand,
 	statusCommand,
+	versionCommand,
 	benchCommand,
 }
 

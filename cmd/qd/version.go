@@ -1,0 +1,23 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+)
+
+var versionCommand = &command{
+	name:    "version",
+	summary: "print qd's version",
+	usage:   "",
+	setup: func(*flag.FlagSet) runFunc {
+		return func(_ context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("version: unexpected argument %q", args[0])
+			}
+			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		}
+	},
+}

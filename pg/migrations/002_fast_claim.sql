@@ -70,6 +70,14 @@ DECLARE
     v_left    int := p_n;
     v_now     timestamptz;
     v_waited  boolean := false;
+    v_task    bigint;
+    v_run     bigint;
+    v_agent   text;
+    v_attempt int;
+    v_max     int;
+    v_prio    int;
+    v_payload text;
+    v_expires timestamptz;
     -- How many candidate lanes a claim over several lanes considers: enough
     -- that claimers racing for the same best lanes find free ones behind
     -- them, without counting the live runs of every lane.
@@ -164,13 +172,14 @@ BEGIN
             -- A new statement, so a new snapshot: it sees every claim that
             -- committed before the lock was granted.
             v_now := clock_timestamp();
-            SELECT l.max_running, l.paused,
-                   (SELECT count(*) FROM {{schema}}.runs r
-                    WHERE r.lane = v_lane AND r.state = 'running'),
-                   (SELECT count(*) FROM {{schema}}.runs r
-                    WHERE r.lane = v_lane AND r.state = 'running' AND r.lease_expires_at <= v_now)
+            SELECT l.max_running, l.paused, c.live, c.expired
             INTO v_limit, v_paused, v_live, v_expired
-            FROM {{schema}}.lanes l WHERE l.name = v_lane;
+            FROM {{schema}}.lanes l
+            CROSS JOIN LATERAL (
+                SELECT count(*) AS live, count(*) FILTER (WHERE r.lease_expires_at <= v_now) AS expired
+                FROM {{schema}}.runs r
+                WHERE r.lane = v_lane AND r.state = 'running') c
+            WHERE l.name = v_lane;
             IF v_expired > 0 THEN
                 PERFORM {{schema}}.reap_lane(v_lane);
                 v_now := clock_timestamp();
@@ -180,6 +189,30 @@ BEGIN
             CONTINUE WHEN v_paused IS NOT FALSE;
             v_take := least(v_limit - v_live, v_left);
             CONTINUE WHEN v_take <= 0;
+            IF v_take = 1 THEN
+                -- One task (every Claim): two plain statements cost less
+                -- than the data-modifying CTE below.
+                UPDATE {{schema}}.tasks t SET state = 'running', attempts = t.attempts + 1, updated_at = v_now
+                WHERE t.id = (
+                    SELECT x.id FROM {{schema}}.tasks x
+                    WHERE x.lane = v_lane AND x.state = 'queued' AND x.run_after <= v_now
+                      AND (p_agent IS NULL OR x.agent = p_agent)
+                    ORDER BY x.priority, x.run_after, x.id
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING t.id, t.agent, t.attempts, t.max_attempts, t.priority, t.payload_text
+                INTO v_task, v_agent, v_attempt, v_max, v_prio, v_payload;
+                CONTINUE WHEN NOT FOUND;
+                INSERT INTO {{schema}}.runs AS r (task_id, lane, agent, attempt, owner, instance, state,
+                                                  started_at, last_heartbeat_at, lease_expires_at)
+                VALUES (v_task, v_lane, v_agent, v_attempt, p_owner, p_instance, 'running', v_now, v_now, v_now + p_lease)
+                RETURNING r.id, r.lease_expires_at INTO v_run, v_expires;
+                task_id := v_task; run_id := v_run; lane := v_lane; agent := v_agent; attempt := v_attempt;
+                max_attempts := v_max; priority := v_prio; payload := v_payload; lease_expires_at := v_expires;
+                RETURN NEXT;
+                v_left := v_left - 1;
+                CONTINUE;
+            END IF;
             RETURN QUERY
             WITH picked AS (
                 SELECT t.id FROM {{schema}}.tasks t

@@ -44,6 +44,7 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 		s.logUnreleased(rs)
 	}
 	s.giveUp()
+	s.discardJournal()
 	s.log.Info("drained")
 }
 

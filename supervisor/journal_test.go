@@ -99,4 +99,22 @@ func TestSupervisor_JournalBounded(t *testing.T) {
 	if ents, _ := os.ReadDir(childrenDir(state)); len(ents) != 0 {
 		t.Errorf("%d files left in the children directory with no child, want none", len(ents))
 	}
+	// The next child is recorded again, alone.
+	next := &run{l: &lease.Lease{RunID: total + 1}, pid: self, log: s.log}
+	s.record(next)
+	data, err = os.ReadFile(journalPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := readRecords(string(data)); len(recs) != 1 || recs[0].RunID != next.l.RunID {
+		t.Errorf("journal after a pause holds %v, want only run %d", recs, next.l.RunID)
+	}
+	s.unrecord(next)
+	s.Drain(0, nil)
+	ents, _ := os.ReadDir(state)
+	for _, e := range ents {
+		if e.Name() != "runs" && e.Name() != "children" {
+			t.Errorf("%s left in the state directory after the drain", e.Name())
+		}
+	}
 }

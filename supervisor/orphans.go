@@ -70,12 +70,15 @@ func recordPath(state string, runID int64) string {
 // created and removed per child made every start allocate an inode, which
 // on some file systems (ext4 without a journal skips inodes freed in the
 // last minutes, one by one) grew slower with every child already run. The
-// file is rewritten with only the live records when it is mostly end lines,
-// and removed when no child lives.
+// file is rewritten with only the live records when it is mostly end lines.
+// When no child lives it is emptied and moved out of childrenDir (to
+// sparePath, a rename, which allocates nothing), and moved back with the
+// next child; Drain removes it.
 type journal struct {
 	mu    sync.Mutex
 	path  string
 	f     *os.File
+	spare bool             // f is empty and at sparePath
 	live  map[int64]string // run id → record line
 	lines int              // lines in the file
 }
@@ -88,6 +91,11 @@ func journalPath(state string) string {
 	return filepath.Join(childrenDir(state), fmt.Sprintf("journal-%d", os.Getpid()))
 }
 
+// sparePath is where the empty journal waits for the next child.
+func sparePath(state string) string {
+	return filepath.Join(state, fmt.Sprintf(".journal-spare-%d", os.Getpid()))
+}
+
 // record appends r's child record to the journal.
 func (s *Supervisor) record(r *run) {
 	start, _ := procStart(r.pid)
@@ -98,6 +106,14 @@ func (s *Supervisor) record(r *run) {
 	j := &s.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f != nil && j.spare {
+		if err := os.Rename(sparePath(s.cfg.StateDir), j.path); err != nil {
+			r.log.Warn("reuse child record journal", "error", err)
+			j.f.Close()
+			j.f = nil
+		}
+		j.spare = false
+	}
 	if j.f == nil {
 		j.path = journalPath(s.cfg.StateDir)
 		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
@@ -125,6 +141,15 @@ func (s *Supervisor) unrecord(r *run) {
 	}
 	delete(j.live, r.l.RunID)
 	if len(j.live) == 0 {
+		j.lines = 0
+		err := j.f.Truncate(0)
+		if err == nil {
+			err = os.Rename(j.path, sparePath(s.cfg.StateDir))
+		}
+		if err == nil {
+			j.spare = true
+			return
+		}
 		j.f.Close()
 		j.f = nil
 		if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -141,6 +166,21 @@ func (s *Supervisor) unrecord(r *run) {
 		if err := j.compact(); err != nil {
 			r.log.Error("rewrite child records", "file", j.path, "error", err)
 		}
+	}
+}
+
+// discardJournal removes the journal when it is empty and set aside.
+func (s *Supervisor) discardJournal() {
+	j := &s.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil || !j.spare {
+		return
+	}
+	j.f.Close()
+	j.f, j.spare = nil, false
+	if err := os.Remove(sparePath(s.cfg.StateDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("remove spare child record journal", "error", err)
 	}
 }
 
@@ -215,6 +255,14 @@ func (s *Supervisor) KillOrphans() (killed int, err error) {
 		return 0, fmt.Errorf("read child records: %w", err)
 	}
 	boot := bootID()
+	// Empty journals set aside by daemons that are gone.
+	spares, _ := filepath.Glob(filepath.Join(s.cfg.StateDir, ".journal-spare-*"))
+	for _, p := range spares {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(p), ".journal-spare-"))
+		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(p)
+		}
+	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	for _, e := range ents {
 		path := filepath.Join(dir, e.Name())

@@ -83,6 +83,15 @@ type journal struct {
 	lines int              // lines in the file
 }
 
+// self returns the boot id and this process's start time, read once.
+func (s *Supervisor) self() (boot string, start uint64) {
+	s.selfOnce.Do(func() {
+		s.boot = bootID()
+		s.start, _ = procStart(os.Getpid())
+	})
+	return s.boot, s.start
+}
+
 // journalCompact is the number of lines past which the file is rewritten
 // when fewer than a quarter of them are live records.
 const journalCompact = 4096
@@ -99,8 +108,8 @@ func sparePath(state string) string {
 // record appends r's child record to the journal.
 func (s *Supervisor) record(r *run) {
 	start, _ := procStart(r.pid)
-	self, _ := procStart(os.Getpid())
-	c := childRecord{Boot: bootID(), DaemonPID: os.Getpid(), DaemonStart: self,
+	boot, self := s.self()
+	c := childRecord{Boot: boot, DaemonPID: os.Getpid(), DaemonStart: self,
 		PGID: r.pid, PID: r.pid, Start: start, RunID: r.l.RunID}
 	line := c.encode()
 	j := &s.journal

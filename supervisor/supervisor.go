@@ -113,7 +113,10 @@ type Supervisor struct {
 	drainOnce sync.Once
 	drainDone chan struct{}
 
-	journal journal // child records, see record
+	journal  journal // child records, see record
+	selfOnce sync.Once
+	boot     string // see self
+	start    uint64
 }
 
 // New checks cfg, creates the state directories and starts the settler.

@@ -75,6 +75,7 @@ type Scheduler struct {
 
 type agentState struct {
 	Agent
+	ended   chan struct{} // poked by Kick, for gather
 	next    time.Time
 	busy    bool // a claim for this agent is in flight
 	kicked  bool // a run ended while the claim was in flight
@@ -116,7 +117,7 @@ func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
 	old := s.agents
 	s.agents = map[string]*agentState{}
 	for _, a := range agents {
-		st := &agentState{Agent: a, next: Next(a.Schedule, now)}
+		st := &agentState{Agent: a, next: Next(a.Schedule, now), ended: make(chan struct{}, 1)}
 		if prev, ok := old[a.Name]; ok {
 			st.busy, st.hot = prev.busy, prev.hot
 			prev.removed = true
@@ -152,6 +153,12 @@ func (s *Scheduler) NextTicks() map[string]time.Time {
 func (s *Scheduler) Kick(agent string) {
 	s.mu.Lock()
 	a := s.agents[agent]
+	if a != nil {
+		select {
+		case a.ended <- struct{}{}:
+		default:
+		}
+	}
 	if a != nil && a.busy {
 		a.kicked = true // the claim in flight looks again when it is done
 	}
@@ -163,7 +170,7 @@ func (s *Scheduler) Kick(agent string) {
 	ctx := s.ctx
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.claim(ctx, a)
+	go s.claim(ctx, a, true)
 }
 
 // Run fires ticks until ctx ends, then waits for claims in flight. It
@@ -233,7 +240,7 @@ func (s *Scheduler) fire(ctx context.Context) {
 		}
 		a.busy = true
 		s.wg.Add(1)
-		go s.claim(ctx, a)
+		go s.claim(ctx, a, false)
 	}
 	for _, p := range s.periodics {
 		if p.next.IsZero() || p.next.After(now) {
@@ -251,10 +258,16 @@ func (s *Scheduler) fire(ctx context.Context) {
 }
 
 // claim fills the agent's free slots, again while runs that ended during
-// the claim left the agent hot.
-func (s *Scheduler) claim(ctx context.Context, a *agentState) {
+// the claim left the agent hot. A claim for runs that ended (kicked)
+// first gathers more of them for a moment, so that a busy agent claims
+// several slots per transaction rather than one.
+func (s *Scheduler) claim(ctx context.Context, a *agentState, kicked bool) {
 	defer s.wg.Done()
 	for {
+		if kicked {
+			s.gather(ctx, a)
+		}
+		kicked = true
 		s.claimOnce(ctx, a)
 		s.mu.Lock()
 		again := a.kicked && a.hot && !a.removed && !s.paused && ctx.Err() == nil
@@ -265,6 +278,26 @@ func (s *Scheduler) claim(ctx context.Context, a *agentState) {
 			return
 		}
 		s.mu.Unlock()
+	}
+}
+
+// gatherWindow bounds how long a kicked claim waits for more slots.
+const gatherWindow = 5 * time.Millisecond
+
+// gather waits until a quarter of the agent's slots are free, or
+// gatherWindow has passed, or ctx ends.
+func (s *Scheduler) gather(ctx context.Context, a *agentState) {
+	want := max(1, a.Parallel/4)
+	timer := time.NewTimer(gatherWindow)
+	defer timer.Stop()
+	for a.Parallel-s.cfg.Runner.Running(a.Name) < want {
+		select {
+		case <-a.ended:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -41,17 +41,52 @@ func (s *Supervisor) settleLoop() {
 		case <-s.stopSet:
 			return
 		}
-	more:
-		for len(batch) < maxSettleBatch {
-			select {
-			case req := <-s.settleCh:
-				batch = append(batch, req)
-			default:
-				break more
-			}
-		}
-		s.settleBatch(batch)
+		s.settleBatch(s.gather(batch))
 	}
+}
+
+// settleWindow bounds how long the settler waits for more settlements
+// while other children are still running.
+const settleWindow = 2 * time.Millisecond
+
+// gather adds to batch every settlement already queued and, while other
+// children of this supervisor are still running (their settlements may be
+// a moment away), those that arrive within settleWindow: a busy supervisor
+// settles several runs per transaction rather than one.
+func (s *Supervisor) gather(batch []*settleReq) []*settleReq {
+	var timeout <-chan time.Time
+	for len(batch) < maxSettleBatch {
+		select {
+		case req := <-s.settleCh:
+			batch = append(batch, req)
+			continue
+		default:
+		}
+		if timeout == nil {
+			if s.unsettled() <= len(batch) {
+				return batch
+			}
+			t := time.NewTimer(settleWindow)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case req := <-s.settleCh:
+			batch = append(batch, req)
+		case <-timeout:
+			return batch
+		case <-s.stopSet:
+			return batch
+		}
+	}
+	return batch
+}
+
+// unsettled counts the runs not yet settled and forgotten.
+func (s *Supervisor) unsettled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.runs)
 }
 
 // settleBatch calls Settle until it answers or every lease in the batch

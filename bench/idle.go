@@ -83,6 +83,12 @@ func (b *runner) idleCost(ctx context.Context, db *database, d *daemonProc) (idl
 	if err := sleepCtx(ctx, b.sc.IdleWarmup); err != nil {
 		return res, err
 	}
+	// Read half-way between ticks (they fall on whole seconds), so that
+	// both readings miss the same share of unpublished counts.
+	at := time.Now().Truncate(time.Second).Add(1500 * time.Millisecond)
+	if err := sleepCtx(ctx, time.Until(at)); err != nil {
+		return res, err
+	}
 	pids0, err := db.backends(ctx, daemonApp)
 	if err != nil {
 		return res, err
@@ -97,7 +103,7 @@ func (b *runner) idleCost(ctx context.Context, db *database, d *daemonProc) (idl
 		return res, err
 	}
 	start := time.Now()
-	if err := sleepCtx(ctx, b.sc.Idle); err != nil {
+	if err := sleepCtx(ctx, time.Until(at.Add(b.sc.Idle))); err != nil {
 		return res, err
 	}
 	x1, err := db.transactions(ctx)

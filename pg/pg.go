@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,10 @@ import (
 
 	"github.com/qd-run/qd/lease"
 )
+
+// pingIdle is how long a pooled connection may sit idle before it is
+// pinged on its next use.
+const pingIdle = 10 * time.Second
 
 // DefaultSchema is the schema used when the URL names none.
 const DefaultSchema = "qd"
@@ -72,6 +77,13 @@ func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, e
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "qd"
+	}
+	// pgxpool pings a connection idle for more than a second before handing
+	// it out. A daemon ticking every second would pay a ping for most of its
+	// claims; a broken connection is found by the query itself anyway (every
+	// caller retries), so only connections idle for a while are pinged.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > pingIdle
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
 )
 
 // Ensure claim, reap, heartbeat and settle never scan tasks or runs
@@ -22,7 +23,6 @@ import (
 // every nested statement's plan.
 func TestPlans_NoSeqScanWithHistory(t *testing.T) {
 	p := MustOpen(t)
-	ctx := context.Background()
 	s := p.Schema()
 	setup := MustConn(t)
 	for _, q := range []string{
@@ -43,22 +43,71 @@ func TestPlans_NoSeqScanWithHistory(t *testing.T) {
 	expired := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"h0"}, Owner: "o", Lease: 100 * time.Millisecond})
 	time.Sleep(200 * time.Millisecond)
 
+	x := MustExplainer(t)
+	x.workload(p, expired.RunID)
+	x.check([]string{"Update on runs", "Update on tasks", "Insert on runs", "runs_running_lane_idx", "tasks_eligible_idx"})
+}
+
+// Ensure the plans a session made while tasks and runs were empty (as on a
+// fresh queue, or right after statistics were taken on empty tables) do not
+// scan them sequentially once they hold 100k finished tasks and runs: the
+// functions keep their first generic plans for the whole session.
+func TestPlans_NoSeqScanAfterGrowth(t *testing.T) {
+	p := MustOpen(t)
+	s := p.Schema()
+	setup := MustConn(t)
+	mustExec(t, setup, fmt.Sprintf(`INSERT INTO %[1]s.lanes (name, max_running) SELECT 'h' || i, 4 FROM generate_series(0, 49) i`, s))
+	mustExec(t, setup, fmt.Sprintf(`ANALYZE %[1]s.lanes, %[1]s.tasks, %[1]s.runs`, s))
+	x := MustExplainer(t)
+	for i := range 6 {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: fmt.Sprintf("h%d", i%3), Agent: "a"})
+	}
+	x.workload(p, 0) // plans made on empty statistics
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %[1]s.tasks (lane, agent, payload, payload_text, run_after, attempts, max_attempts, state, finished_at)
+			SELECT 'h' || (i %% 50), 'a', '{}', '{}', now() - interval '1 day', 1, 3, 'done', now() - interval '1 day'
+			FROM generate_series(1, 100000) i`, s),
+		fmt.Sprintf(`INSERT INTO %[1]s.runs (task_id, lane, agent, attempt, owner, state, lease_expires_at, finished_at)
+			SELECT id, lane, agent, 1, 'old', 'completed', finished_at, finished_at FROM %[1]s.tasks WHERE state = 'done'`, s),
+	} {
+		mustExec(t, setup, q)
+	}
+	for i := range 6 {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: fmt.Sprintf("h%d", i%3), Agent: "a"})
+	}
+	x.reset()
+	x.workload(p, 0)
+	x.check([]string{"Update on runs", "Update on tasks", "Insert on runs"})
+}
+
+// explainer is a session that logs the plan of every statement run inside
+// qd's functions (auto_explain with nested statements) under generic plans.
+type explainer struct {
+	t      *testing.T
+	conn   *pgx.Conn
+	schema string
+	mu     sync.Mutex
+	plans  []string
+}
+
+func MustExplainer(t *testing.T) *explainer {
+	t.Helper()
+	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(MustTestURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var plans []string
+	x := &explainer{t: t}
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		plans = append(plans, n.Message)
-		mu.Unlock()
+		x.mu.Lock()
+		x.plans = append(x.plans, n.Message)
+		x.mu.Unlock()
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	x.conn, err = pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { x.conn.Close(context.Background()) })
 	for _, q := range []string{
 		"LOAD 'auto_explain'",
 		"SET auto_explain.log_min_duration = 0",
@@ -66,55 +115,82 @@ func TestPlans_NoSeqScanWithHistory(t *testing.T) {
 		"SET auto_explain.log_level = notice",
 		"SET plan_cache_mode = force_generic_plan",
 	} {
-		mustExec(t, conn, q)
+		mustExec(t, x.conn, q)
 	}
-	run := func(sql string, args ...any) {
-		t.Helper()
-		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck
-		rows, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+	return x
+}
+
+func (x *explainer) reset() {
+	x.mu.Lock()
+	x.plans = nil
+	x.mu.Unlock()
+}
+
+// run runs one statement in its own READ COMMITTED transaction.
+func (x *explainer) run(sql string, args ...any) {
+	x.t.Helper()
+	ctx := context.Background()
+	tx, err := x.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		x.t.Fatal(err)
 	}
-	run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1)`, s))
-	run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4)`, s))
-	run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2)`, s))
-	live, err := p.Runs(ctx, lease.RunFilter{State: lease.RunRunning})
+	defer tx.Rollback(ctx) //nolint:errcheck
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		x.t.Fatalf("%s: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+// workload runs every function of the schema once: claims of one, several
+// and any lane, a heartbeat and a settlement of live runs, abandon_owner and
+// enqueue. When expired is not 0 it must have been reaped by then.
+func (x *explainer) workload(p *pg.Provider, expired int64) {
+	x.t.Helper()
+	t, s := x.t, p.Schema()
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1)`, s))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4)`, s))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2)`, s))
+	live, err := p.Runs(context.Background(), lease.RunFilter{State: lease.RunRunning})
 	if err != nil || len(live) < 2 {
 		t.Fatalf("live runs: %d %v", len(live), err)
 	}
-	if r := MustRun(t, p, expired.RunID); r.State != lease.RunAbandoned {
-		t.Fatalf("the expired run was not reaped: %s", r.State)
+	if expired != 0 {
+		if r := MustRun(t, p, expired); r.State != lease.RunAbandoned {
+			t.Fatalf("the expired run was not reaped: %s", r.State)
+		}
 	}
-	run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4)`, s),
+	x.run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4)`, s),
 		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil})
-	run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8)`, s),
+	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8)`, s),
 		[]int64{live[0].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false})
-	run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', 'x', 'gone')`, s))
-	run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key')`, s))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', 'x', 'gone')`, s))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key')`, s))
+}
 
-	mu.Lock()
-	defer mu.Unlock()
-	all := strings.Join(plans, "\n")
-	for _, want := range []string{"Update on runs", "Update on tasks", "Insert on runs", "runs_running_lane_idx", "tasks_eligible_idx"} {
-		if !strings.Contains(all, want) {
-			t.Errorf("no plan mentions %q: the statements were not all explained", want)
+// check fails the test on a sequential scan of tasks or runs, or a partial
+// index walked without a search condition, in any plan seen; each of want
+// must appear in some plan (so the statements were explained at all).
+func (x *explainer) check(want []string) {
+	t := x.t
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	all := strings.Join(x.plans, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no plan mentions %q: the statements were not all explained", w)
 		}
 	}
 	// A partial index must be searched (an Index Cond on its key), never
 	// walked whole: a walk visits every live run or unfinished task.
-	for _, plan := range plans {
+	for _, plan := range x.plans {
 		for _, table := range []string{"tasks", "runs"} {
 			if strings.Contains(plan, "Seq Scan on "+table) {
 				t.Errorf("sequential scan of %s:\n%s", table, plan)
@@ -130,7 +206,7 @@ func TestPlans_NoSeqScanWithHistory(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("%d plans seen:\n%s", len(plans), all)
+		t.Logf("%d plans seen:\n%s", len(x.plans), all)
 	}
 }
 

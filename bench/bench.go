@@ -37,7 +37,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	b := &runner{o: o, sc: sc, log: logger.Named("bench"), id: newRunID(), base: map[int]Figure{}}
+	id := o.ID
+	if id == "" {
+		id = newRunID()
+	}
+	b := &runner{o: o, sc: sc, log: logger.Named("bench"), id: id, base: map[int]Figure{}}
 	b.r = &Report{Size: sc.Name, Started: time.Now()}
 	steps := []struct {
 		name string

@@ -6,35 +6,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/qd-run/qd/bench"
 	"github.com/qd-run/qd/internal/testkit"
-	"github.com/qd-run/qd/lease"
 )
 
 // MustTestURL returns the test database URL, skipping (or failing under CI)
 // when the database cannot be reached.
 func MustTestURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("QD_TEST_DATABASE_URL")
-	if u == "" {
-		u = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("connect to test database %s: %v", lease.Redact(u), err)
-		}
-		tb.Skipf("test database %s unreachable: %v", lease.Redact(u), err)
-	}
-	conn.Close(ctx)
-	return u
+	return testkit.MustDatabaseURL(tb)
 }
 
 func TestRun(t *testing.T) {
@@ -43,12 +27,11 @@ func TestRun(t *testing.T) {
 	// names, and the bench's schemas, databases and daemons are gone
 	// afterwards.
 	u := MustTestURL(t)
-	before := benchSchemas(t, u)
-	beforeDBs := benchDatabases(t, u)
+	id := "t" + strconv.Itoa(os.Getpid())
 	qd := testkit.MustBuild(t)
 	ctx := context.Background()
 	logger := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Output: hclog.DefaultOutput, Level: hclog.Warn})
-	r, err := bench.Run(ctx, bench.Options{DatabaseURL: u, Size: "small", Logger: logger, QD: qd})
+	r, err := bench.Run(ctx, bench.Options{DatabaseURL: u, Size: "small", Logger: logger, QD: qd, ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,15 +70,11 @@ func TestRun(t *testing.T) {
 	if r.Environment.Postgres == "" || r.Environment.CPUs == 0 {
 		t.Errorf("environment not recorded: %+v", r.Environment)
 	}
-	for name := range benchSchemas(t, u) {
-		if !before[name] {
-			t.Errorf("schema %s left behind", name)
-		}
+	for name := range benchSchemas(t, u, id) {
+		t.Errorf("schema %s left behind", name)
 	}
-	for name := range benchDatabases(t, u) {
-		if !beforeDBs[name] {
-			t.Errorf("database %s left behind", name)
-		}
+	for name := range benchDatabases(t, u, id) {
+		t.Errorf("database %s left behind", name)
 	}
 	if pids := running(t, qd); len(pids) > 0 {
 		t.Errorf("daemons left running: pids %v", pids)
@@ -123,8 +102,8 @@ func running(t *testing.T, path string) []int {
 	return pids
 }
 
-// benchDatabases lists the databases named like the bench's.
-func benchDatabases(t *testing.T, u string) map[string]bool {
+// benchDatabases lists the databases of the bench run id.
+func benchDatabases(t *testing.T, u, id string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)
@@ -132,7 +111,7 @@ func benchDatabases(t *testing.T, u string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'qd\_bench\_%'`)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, `qd\_bench\_`+id+`\_%`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +149,8 @@ func checkFigure(t *testing.T, r *bench.Report, section string, f bench.Figure) 
 	}
 }
 
-// benchSchemas lists the schemas named like the bench's.
-func benchSchemas(t *testing.T, u string) map[string]bool {
+// benchSchemas lists the schemas of the bench run id.
+func benchSchemas(t *testing.T, u, id string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)
@@ -179,7 +158,7 @@ func benchSchemas(t *testing.T, u string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'qd\_bench\_%'`)
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, `qd\_bench\_`+id+`\_%`)
 	if err != nil {
 		t.Fatal(err)
 	}

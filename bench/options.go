@@ -24,6 +24,9 @@ type Options struct {
 	// QD is the qd binary the end-to-end and idle parts start as a daemon
 	// (`qd run`); empty means this program itself, as in `qd bench`.
 	QD string
+	// ID names this run's schemas and databases (qd_bench_<ID>_<part>);
+	// empty means a random one.
+	ID string
 }
 
 // scale is the shape of one bench size.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qd-run/qd/internal/testkit"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 
@@ -24,21 +26,7 @@ var schemaSeq atomic.Int64
 // when the database cannot be reached.
 func MustTestURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("QD_TEST_DATABASE_URL")
-	if u == "" {
-		u = defaultTestURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("connect to test database %s: %v", lease.Redact(u), err)
-		}
-		tb.Skipf("test database %s unreachable: %v", lease.Redact(u), err)
-	}
-	conn.Close(ctx)
-	return u
+	return testkit.MustDatabaseURL(tb)
 }
 
 // MustSchemaURL returns a URL naming a fresh schema that is dropped when

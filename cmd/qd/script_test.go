@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qd-run/qd/internal/testkit"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -34,21 +36,7 @@ var schemaSeq atomic.Int64
 // fails when CI=true and skips otherwise when the database is down.
 func MustTestDB(tb testing.TB) string {
 	tb.Helper()
-	raw := os.Getenv("QD_TEST_DATABASE_URL")
-	if raw == "" {
-		raw = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, raw)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("test database unreachable: %v", err)
-		}
-		tb.Skipf("test database unreachable: %v", err)
-	}
-	conn.Close(ctx)
-	return raw
+	return testkit.MustDatabaseURL(tb)
 }
 
 // newSchema names a fresh schema and returns a URL selecting it and a

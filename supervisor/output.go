@@ -52,9 +52,15 @@ func newOutput(log io.Writer) *output {
 	return &output{log: log, cur: make([]byte, 0, lineMax)}
 }
 
+// readBufs holds the read buffers of children that have ended, so that a
+// busy daemon does not allocate (and collect) two of them per child.
+var readBufs = sync.Pool{New: func() any { return new([readBuf]byte) }}
+
 // copyFrom reads r to its end with a fixed buffer.
 func (o *output) copyFrom(r io.Reader, stdout bool, mono func() int64) {
-	buf := make([]byte, readBuf)
+	b := readBufs.Get().(*[readBuf]byte)
+	defer readBufs.Put(b)
+	buf := b[:]
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {

@@ -44,6 +44,7 @@ type run struct {
 	startNs int64     // supervisor mono
 
 	cmd     *exec.Cmd
+	pidfd   int // the child's pidfd until wait closes it; -1 when none
 	out     *output
 	logFile *os.File    // nil until the first output
 	stdin   *os.File    // our end of the child's stdin

@@ -98,7 +98,7 @@ func (s *Supervisor) launch(r *run) error {
 	cmd.Dir = r.spec.Dir
 	cmd.Env = childEnv(os.Environ(), r.l, r.spec.Env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(&r.pidfd)
 	err = spawn(cmd)
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 
 // sysProcAttr puts the child in its own process group. macOS has no
 // parent-death signal; KillOrphans covers a crashed daemon.
-func sysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
+	*pidfd = -1
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
@@ -53,4 +54,4 @@ func bootID() string {
 
 // waitExited is not available here: the child is reaped before its group is
 // killed.
-func waitExited(int) bool { return false }
+func waitExited(int, int) bool { return false }

@@ -12,9 +12,11 @@ import (
 )
 
 // sysProcAttr puts the child in its own process group and has the kernel
-// kill it when the creating thread (the spawner thread) dies.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// kill it when the creating thread (a spawner thread) dies. Where the kernel
+// gives one, a pidfd of the child is stored in *pidfd (else it stays -1).
+func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
+	*pidfd = -1
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: pidfd}
 }
 
 // procStat reads the process group (field 5) and start time in clock ticks
@@ -77,8 +79,15 @@ func bootID() string {
 }
 
 // waitExited blocks until pid has exited without reaping it, so that its pid
-// (and so the group id) cannot be reused while the group is killed.
-func waitExited(pid int) bool {
+// (and so the group id) cannot be reused while the group is killed. It
+// closes pidfd. With a pidfd the wait parks in the runtime's poller, not in
+// a blocking system call: no OS thread is held per child.
+func waitExited(pid, pidfd int) bool {
+	if pidfd >= 0 {
+		if held, ok := pollExited(pidfd); ok {
+			return held
+		}
+	}
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -87,4 +96,38 @@ func waitExited(pid int) bool {
 		}
 		return err == nil
 	}
+}
+
+// pollExited waits for the child of pidfd to exit, through the poller; ok is
+// false when the pidfd could not be polled (the caller then blocks in
+// waitid). It closes pidfd.
+func pollExited(pidfd int) (held, ok bool) {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return false, false
+	}
+	f := os.NewFile(uintptr(pidfd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var werr error
+	err = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		switch {
+		case errors.Is(werr, syscall.EINTR):
+			return false
+		case werr != nil:
+			return true
+		}
+		// With WNOHANG and the child still running, the kernel leaves
+		// si_signo zero.
+		return info.Signo != 0
+	})
+	if err != nil {
+		return false, false
+	}
+	return werr == nil, true
 }

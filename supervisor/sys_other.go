@@ -5,7 +5,8 @@ package supervisor
 import "syscall"
 
 // sysProcAttr puts the child in its own process group.
-func sysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
+	*pidfd = -1
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
@@ -22,4 +23,4 @@ func groupProcs(int) ([]proc, error) { return nil, nil }
 
 func bootID() string { return "" }
 
-func waitExited(int) bool { return false }
+func waitExited(int, int) bool { return false }

@@ -16,7 +16,7 @@ import (
 func (s *Supervisor) wait(r *run) {
 	// Where possible, learn of the exit without reaping, so the group id
 	// stays reserved until the group is killed.
-	held := waitExited(r.pid)
+	held := waitExited(r.pid, r.pidfd)
 	var werr error
 	if !held {
 		werr = r.cmd.Wait()

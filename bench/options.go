@@ -56,7 +56,7 @@ var scales = map[string]scale{
 	"small": {
 		Name: "small", Measure: 400 * time.Millisecond,
 		Lanes: 1_000, Queued: 30_000, LiveRuns: 1_600,
-		DepthLanes: 100, Depths: []int{2_000, 10_000, 50_000}, DepthBase: 2_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
+		DepthLanes: 100, Depths: []int{10_000, 50_000, 100_000}, DepthBase: 10_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 		LatencyTicks: 2, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
 	},

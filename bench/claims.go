@@ -38,9 +38,11 @@ func (b *runner) warmup() time.Duration {
 const maxClaimRate = 20_000
 
 // queued is how many tasks each claim measurement starts with: the size's
-// figure, or more when the measurements are long enough to drain it.
+// figure, or more when the measurements are long enough to drain it. Claims
+// pick random lanes, so the busiest lane takes well above the mean: twice
+// the tasks the fastest claimer could take keeps every lane supplied.
 func (b *runner) queued() int {
-	need := int(maxClaimRate * (b.warmup() + b.sc.Measure).Seconds())
+	need := int(2 * maxClaimRate * (b.warmup() + b.sc.Measure).Seconds())
 	return max(b.sc.Queued, need)
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-
 // Ensure docs/cli.md documents every command qd has, and no command qd
 // lacks.
 func TestDocs_ListEveryCommand(t *testing.T) {

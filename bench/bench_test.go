@@ -70,10 +70,10 @@ func TestRun(t *testing.T) {
 	if r.Environment.Postgres == "" || r.Environment.CPUs == 0 {
 		t.Errorf("environment not recorded: %+v", r.Environment)
 	}
-	for name := range benchSchemas(t, u, id) {
+	for _, name := range benchSchemas(t, u, id) {
 		t.Errorf("schema %s left behind", name)
 	}
-	for name := range benchDatabases(t, u, id) {
+	for _, name := range benchDatabases(t, u, id) {
 		t.Errorf("database %s left behind", name)
 	}
 	if pids := running(t, qd); len(pids) > 0 {
@@ -103,7 +103,17 @@ func running(t *testing.T, path string) []int {
 }
 
 // benchDatabases lists the databases of the bench run id.
-func benchDatabases(t *testing.T, u, id string) map[string]bool {
+func benchDatabases(t *testing.T, u, id string) []string {
+	return benchNames(t, u, `SELECT datname FROM pg_database WHERE datname LIKE $1`, id)
+}
+
+// benchSchemas lists the schemas of the bench run id.
+func benchSchemas(t *testing.T, u, id string) []string {
+	return benchNames(t, u, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, id)
+}
+
+// benchNames runs query with the name pattern of the bench run id.
+func benchNames(t *testing.T, u, query, id string) []string {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)
@@ -111,7 +121,7 @@ func benchDatabases(t *testing.T, u, id string) map[string]bool {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1`, `qd\_bench\_`+id+`\_%`)
+	rows, err := conn.Query(ctx, query, `qd\_bench\_`+id+`\_%`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +129,7 @@ func benchDatabases(t *testing.T, u, id string) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
-	for _, n := range names {
-		out[n] = true
-	}
-	return out
+	return names
 }
 
 // checkFigure checks one figure of the report.
@@ -147,28 +153,4 @@ func checkFigure(t *testing.T, r *bench.Report, section string, f bench.Figure) 
 	if base.Value != f.Ratio.Base || f.Ratio.Value != f.Value/base.Value {
 		t.Errorf("%s / %s / %s: ratio %v of base %v, want %v / %v", section, f.Case, f.Metric, f.Ratio.Value, f.Ratio.Base, f.Value, base.Value)
 	}
-}
-
-// benchSchemas lists the schemas of the bench run id.
-func benchSchemas(t *testing.T, u, id string) map[string]bool {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1`, `qd\_bench\_`+id+`\_%`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, n := range names {
-		out[n] = true
-	}
-	return out
 }

@@ -13,18 +13,7 @@ import (
 // (the daemon creates the log file with the first output) waits for the
 // file, then follows it until the run ends.
 func TestLogs_FollowFileAppearsLate(t *testing.T) {
-	base := MustTestDB(t)
-	u, drop := newSchema(t, base)
-	t.Cleanup(drop)
-	dir := t.TempDir()
-	conf := dir + "/qd.hcl"
-	if err := os.WriteFile(conf, []byte("state_dir = \""+dir+"/state\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"QD_DATABASE_URL=" + u, "QD_CONFIG=" + conf}
-	MustQD(t, env, "migrate")
-	MustQD(t, env, "enqueue", "--agent", "a")
-	MustQD(t, env, "claim")
+	dir, env := MustClaimedRun(t)
 	cmd := exec.Command("qd", "logs", "1", "--follow")
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
@@ -57,4 +46,24 @@ func TestLogs_FollowFileAppearsLate(t *testing.T) {
 	if !strings.Contains(errOut.String(), "log file "+logPath) {
 		t.Errorf("stderr %q does not say the log file is shown", errOut.String())
 	}
+}
+
+// MustClaimedRun gives a fresh schema holding one claimed run (run 1) and
+// a config whose state_dir is under the returned directory; env holds the
+// variables that point qd at both.
+func MustClaimedRun(t *testing.T) (string, []string) {
+	t.Helper()
+	base := MustTestDB(t)
+	u, drop := newSchema(t, base)
+	t.Cleanup(drop)
+	dir := t.TempDir()
+	conf := dir + "/qd.hcl"
+	if err := os.WriteFile(conf, []byte("state_dir = \""+dir+"/state\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"QD_DATABASE_URL=" + u, "QD_CONFIG=" + conf}
+	MustQD(t, env, "migrate")
+	MustQD(t, env, "enqueue", "--agent", "a")
+	MustQD(t, env, "claim")
+	return dir, env
 }

@@ -208,18 +208,7 @@ func sampleLive(ctx context.Context, base, schema string, limits map[string]int)
 // Ensure qd logs --follow prints what the daemon appends to the run's log
 // file and returns once the run has ended.
 func TestLogs_Follow(t *testing.T) {
-	base := MustTestDB(t)
-	u, drop := newSchema(t, base)
-	t.Cleanup(drop)
-	dir := t.TempDir()
-	conf := dir + "/qd.hcl"
-	if err := os.WriteFile(conf, []byte("state_dir = \""+dir+"/state\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"QD_DATABASE_URL=" + u, "QD_CONFIG=" + conf}
-	MustQD(t, env, "migrate")
-	MustQD(t, env, "enqueue", "--agent", "a")
-	MustQD(t, env, "claim")
+	dir, env := MustClaimedRun(t)
 	if err := os.MkdirAll(dir+"/state/runs", 0o755); err != nil {
 		t.Fatal(err)
 	}

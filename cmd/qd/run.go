@@ -29,8 +29,8 @@ daemon runs with the defaults and no agents, and says where it looked.
 	setup: func(fs *flag.FlagSet) runFunc {
 		check := fs.Bool("check", false, "validate the config and exit")
 		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("run: unexpected argument %q", args[0])
+			if err := noArgs(args); err != nil {
+				return err
 			}
 			conf, note, err := daemonConfig(env)
 			if err != nil {

@@ -27,8 +27,8 @@ daemon answers, the message names the socket it tried and the exit code is 1.
 		watch := fs.Bool("watch", false, "refresh the status in place until interrupted")
 		interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
 		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("status: unexpected argument %q", args[0])
+			if err := noArgs(args); err != nil {
+				return err
 			}
 			if *interval <= 0 {
 				return usageErrorf("status: --interval must be positive, got %s", *interval)

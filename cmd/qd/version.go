@@ -13,8 +13,8 @@ var versionCommand = &command{
 	usage:   "",
 	setup: func(*flag.FlagSet) runFunc {
 		return func(_ context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("version: unexpected argument %q", args[0])
+			if err := noArgs(args); err != nil {
+				return err
 			}
 			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/internal/testkit"
+	"github.com/qd-run/qd/lease/leasetest"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
@@ -109,33 +110,6 @@ func MustEnqueue(tb testing.TB, p lease.Provider, ep lease.EnqueueParams) int64 
 	return id
 }
 
-func MustClaim(tb testing.TB, p lease.Provider, cp lease.ClaimParams) *lease.Lease {
-	tb.Helper()
-	l, err := p.Claim(context.Background(), cp)
-	if err != nil {
-		tb.Fatalf("claim %+v: %v", cp, err)
-	}
-	return l
-}
-
-func MustTask(tb testing.TB, p lease.Provider, id int64) lease.Task {
-	tb.Helper()
-	t, err := p.Task(context.Background(), id)
-	if err != nil {
-		tb.Fatalf("task %d: %v", id, err)
-	}
-	return t
-}
-
-func MustRun(tb testing.TB, p lease.Provider, id int64) lease.Run {
-	tb.Helper()
-	r, err := p.Run(context.Background(), id)
-	if err != nil {
-		tb.Fatalf("run %d: %v", id, err)
-	}
-	return r
-}
-
 // MustDatabaseURL creates a database of its own for a test that measures
 // vacuum-sensitive figures: transactions in other databases of the server
 // (other packages' tests) do not hold back its cleanup horizon.
@@ -160,3 +134,10 @@ func MustDatabaseURL(tb testing.TB) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// Helpers shared with the conformance suite.
+var (
+	MustClaim = leasetest.MustClaim
+	MustTask  = leasetest.MustTask
+	MustRun   = leasetest.MustRun
+)

@@ -35,12 +35,12 @@ func testLanesPauseAndLimit(t *testing.T, p lease.Provider) {
 	if l := set(lease.LaneUpdate{Name: "pl", Paused: &no}); l.Paused {
 		t.Fatalf("resumed lane: got %+v", l)
 	}
-	first := mustClaim(t, p, claimIn("pl"))
+	first := MustClaim(t, p, claimIn("pl"))
 	mustNoWork(t, p, claimIn("pl"))
 	if l := set(lease.LaneUpdate{Name: "pl", MaxRunning: &three}); l.MaxRunning != 3 || l.Paused {
 		t.Fatalf("lane with a new limit: got %+v", l)
 	}
-	second, third := mustClaim(t, p, claimIn("pl")), mustClaim(t, p, claimIn("pl"))
+	second, third := MustClaim(t, p, claimIn("pl")), MustClaim(t, p, claimIn("pl"))
 	mustNoWork(t, p, claimIn("pl"))
 	checkLane(t, p, "pl", lease.Lane{Name: "pl", MaxRunning: 3, Running: 3, Queued: 2})
 
@@ -56,7 +56,7 @@ func testLanesPauseAndLimit(t *testing.T, p lease.Provider) {
 	mustNoWork(t, p, claimIn("pl"))
 	checkLane(t, p, "pl", lease.Lane{Name: "pl", MaxRunning: 1, Paused: true, Queued: 2})
 	set(lease.LaneUpdate{Name: "pl", Paused: &no})
-	mustClaim(t, p, claimIn("pl"))
+	MustClaim(t, p, claimIn("pl"))
 
 	if l := set(lease.LaneUpdate{Name: "fresh", Paused: &yes}); l.MaxRunning != 1 || !l.Paused || l.Queued != 0 {
 		t.Errorf("lane created by set lane: got %+v, want limit 1, paused", l)
@@ -87,19 +87,19 @@ func testPrune(t *testing.T, p lease.Provider) {
 	ctx := context.Background()
 	mustSetLane(t, p, "prune", 5)
 	done := mustEnqueue(t, p, task("prune", "a"))
-	doneRun := mustClaim(t, p, claimIn("prune"))
+	doneRun := MustClaim(t, p, claimIn("prune"))
 	mustSettle(t, p, complete(doneRun.RunID))
 	ep := task("prune", "a")
 	ep.MaxAttempts = 1
 	failed := mustEnqueue(t, p, ep)
-	failedRun := mustClaim(t, p, claimIn("prune"))
+	failedRun := MustClaim(t, p, claimIn("prune"))
 	mustSettle(t, p, lease.Settlement{RunID: failedRun.RunID, Outcome: lease.RunFailed})
 	cancelled := mustEnqueue(t, p, task("prune", "a"))
 	if _, err := p.Cancel(ctx, cancelled); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	running := mustEnqueue(t, p, task("prune", "a"))
-	live := mustClaim(t, p, claimIn("prune"))
+	live := MustClaim(t, p, claimIn("prune"))
 	queued := mustEnqueue(t, p, task("prune", "a"))
 
 	if res, err := p.Prune(ctx, time.Hour, false); err != nil || res.Tasks != 0 || res.Runs != 0 {
@@ -111,7 +111,7 @@ func testPrune(t *testing.T, p lease.Provider) {
 		t.Fatalf("dry-run prune: got %+v, %v; want 3 tasks and 2 runs", res, err)
 	}
 	for _, id := range []int64{done, failed, cancelled} {
-		mustTask(t, p, id)
+		MustTask(t, p, id)
 	}
 	res, err = p.Prune(ctx, 10*time.Millisecond, false)
 	if err != nil || res.Tasks != 3 || res.Runs != 2 || fmt.Sprint(idsOf(res.RunIDs, func(id int64) int64 { return id })) !=
@@ -130,7 +130,7 @@ func testPrune(t *testing.T, p lease.Provider) {
 	}
 	wantState(t, p, running, lease.TaskRunning)
 	wantState(t, p, queued, lease.TaskQueued)
-	mustRun(t, p, live.RunID)
+	MustRun(t, p, live.RunID)
 	checkConsistent(t, p)
 }
 
@@ -183,11 +183,11 @@ func testListings(t *testing.T, p lease.Provider) {
 	raw := []byte("{\"b\": 2,  \"a\": [1, 2.50, \"\\u00e9\"],\n \"c\": {}}")
 	mustSetLane(t, p, "list-1", 5)
 	id := mustEnqueue(t, p, lease.EnqueueParams{Lane: "list-1", Agent: "a", Payload: raw, MaxAttempts: 3})
-	if tk := mustTask(t, p, id); string(tk.Payload) != string(raw) {
+	if tk := MustTask(t, p, id); string(tk.Payload) != string(raw) {
 		t.Errorf("stored payload: got %s, want %s", tk.Payload, raw)
 	}
 	for i := 1; i <= 3; i++ {
-		l := mustClaim(t, p, claimIn("list-1"))
+		l := MustClaim(t, p, claimIn("list-1"))
 		if string(l.Payload) != string(raw) {
 			t.Errorf("claimed payload: got %s, want %s", l.Payload, raw)
 		}
@@ -201,7 +201,7 @@ func testListings(t *testing.T, p lease.Provider) {
 	mustEnqueue(t, p, task("list-2", "a"))
 	other := claimIn("list-2")
 	other.Owner = "someone-else"
-	mustClaim(t, p, other)
+	MustClaim(t, p, other)
 
 	for _, c := range []struct {
 		f    lease.TaskFilter

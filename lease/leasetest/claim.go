@@ -27,7 +27,7 @@ func testClaimEmptyIsNotAnError(t *testing.T, p lease.Provider) {
 	mustEnqueue(t, p, task("empty-other", "b"))
 	mustEnqueue(t, p, task("empty-full", "a"))
 	mustEnqueue(t, p, task("empty-full", "a"))
-	held := mustClaim(t, p, claimIn("empty-full"))
+	held := MustClaim(t, p, claimIn("empty-full"))
 
 	before := mustTasks(t, p, lease.TaskFilter{})
 	runs := len(mustRuns(t, p, lease.RunFilter{}))
@@ -55,7 +55,7 @@ func testClaimEmptyIsNotAnError(t *testing.T, p lease.Provider) {
 	if got := len(mustRuns(t, p, lease.RunFilter{})); got != runs {
 		t.Errorf("claims that found nothing changed the run count from %d to %d", runs, got)
 	}
-	if r := mustRun(t, p, held.RunID); r.State != lease.RunRunning {
+	if r := MustRun(t, p, held.RunID); r.State != lease.RunRunning {
 		t.Errorf("held run %d: state %s, want running", held.RunID, r.State)
 	}
 }
@@ -82,7 +82,7 @@ func testClaimOrder(t *testing.T, p lease.Provider) {
 	t8 := mustEnqueue(t, p, at(0, time.Time{}))
 
 	for i, want := range []int64{t3, t2, t4, t1, t8, t5} {
-		if got := mustClaim(t, p, claimIn("order")); got.TaskID != want {
+		if got := MustClaim(t, p, claimIn("order")); got.TaskID != want {
 			t.Fatalf("claim %d: got task %d, want %d (order t3 t2 t4 t1 t8 t5 = %d %d %d %d %d %d)",
 				i+1, got.TaskID, want, t3, t2, t4, t1, t8, t5)
 		}
@@ -96,7 +96,7 @@ func testClaimOrder(t *testing.T, p lease.Provider) {
 	y := mustEnqueue(t, p, ep)
 	cp := claimIn("order-agent")
 	cp.Agent = "y"
-	if got := mustClaim(t, p, cp); got.TaskID != y {
+	if got := MustClaim(t, p, cp); got.TaskID != y {
 		t.Fatalf("claim for agent y: got task %d, want %d", got.TaskID, y)
 	}
 }
@@ -106,12 +106,12 @@ func testClaimLease(t *testing.T, p lease.Provider) {
 	ep := lease.EnqueueParams{Lane: "fields", Agent: "agent-1", Payload: []byte(`{"k":"v"}`), Priority: 3, MaxAttempts: 4}
 	id := mustEnqueue(t, p, ep)
 	cp := lease.ClaimParams{Lanes: []string{"fields"}, Agent: "agent-1", Owner: "owner-1", Instance: "inst-1", Lease: time.Minute}
-	l := mustClaim(t, p, cp)
+	l := MustClaim(t, p, cp)
 	if l.TaskID != id || l.RunID == 0 || l.Lane != "fields" || l.Agent != "agent-1" || l.Attempt != 1 ||
 		l.MaxAttempts != 4 || l.Priority != 3 || string(l.Payload) != `{"k":"v"}` || l.Owner != "owner-1" {
 		t.Fatalf("lease: got %+v", l)
 	}
-	r := mustRun(t, p, l.RunID)
+	r := MustRun(t, p, l.RunID)
 	if r.TaskID != id || r.Lane != "fields" || r.Agent != "agent-1" || r.Attempt != 1 || r.Owner != "owner-1" ||
 		r.Instance != "inst-1" || r.State != lease.RunRunning || r.ExitCode != nil || !r.FinishedAt.IsZero() {
 		t.Fatalf("run: got %+v", r)

@@ -15,7 +15,7 @@ import (
 // Ensure an enqueue fills its defaults and keeps what it was given.
 func testEnqueueDefaults(t *testing.T, p lease.Provider) {
 	id := mustEnqueue(t, p, lease.EnqueueParams{Agent: "a"})
-	tk := mustTask(t, p, id)
+	tk := MustTask(t, p, id)
 	if tk.Lane != lease.DefaultLane || string(tk.Payload) != "{}" || tk.MaxAttempts != lease.DefaultMaxAttempts ||
 		tk.Priority != 0 || tk.State != lease.TaskQueued || tk.Attempts != 0 || tk.CreatedAt.IsZero() ||
 		tk.CancelRequested || !tk.FinishedAt.IsZero() {
@@ -34,14 +34,14 @@ func testEnqueueDefaults(t *testing.T, p lease.Provider) {
 
 	delayed := task("later", "a")
 	delayed.Delay = time.Hour
-	tk = mustTask(t, p, mustEnqueue(t, p, delayed))
+	tk = MustTask(t, p, mustEnqueue(t, p, delayed))
 	if !near(tk.RunAfter, tk.CreatedAt.Add(time.Hour), time.Second) {
 		t.Errorf("task delayed an hour: runs after %v, created %v", tk.RunAfter, tk.CreatedAt)
 	}
 	at := time.Now().Add(-90 * time.Minute).Truncate(time.Millisecond)
 	ep := task("at", "a")
 	ep.RunAfter, ep.Priority, ep.MaxAttempts, ep.DedupeKey = at, -7, 9, "key-at"
-	tk = mustTask(t, p, mustEnqueue(t, p, ep))
+	tk = MustTask(t, p, mustEnqueue(t, p, ep))
 	if !tk.RunAfter.Equal(at) || tk.Priority != -7 || tk.MaxAttempts != 9 || tk.DedupeKey != "key-at" {
 		t.Errorf("task with every field: got %+v", tk)
 	}
@@ -64,13 +64,13 @@ func testEnqueueDedupe(t *testing.T, p lease.Provider) {
 		}
 	}
 	checkDup("queued")
-	if tk := mustTask(t, p, id); string(tk.Payload) != `{"v":1}` {
+	if tk := MustTask(t, p, id); string(tk.Payload) != `{"v":1}` {
 		t.Errorf("a duplicate enqueue changed the payload to %s", tk.Payload)
 	}
 	if n := len(mustTasks(t, p, lease.TaskFilter{})); n != 1 {
 		t.Errorf("a duplicate enqueue wrote a task: %d tasks, want 1", n)
 	}
-	l := mustClaim(t, p, claimIn("dedupe"))
+	l := MustClaim(t, p, claimIn("dedupe"))
 	checkDup("running")
 	mustSettle(t, p, complete(l.RunID))
 	if got, existed, err := p.Enqueue(ctx, dup); err != nil || existed || got == id {

@@ -24,22 +24,22 @@ func testReapExpiredLease(t *testing.T, p lease.Provider) {
 	ep.MaxAttempts = 2
 	a := mustEnqueue(t, p, ep)
 	b := mustEnqueue(t, p, ep)
-	first := mustClaim(t, p, claimShort("reap"))
+	first := MustClaim(t, p, claimShort("reap"))
 	last := task("reap-last", "a")
 	last.MaxAttempts = 1
 	c := mustEnqueue(t, p, last)
-	lastRun := mustClaim(t, p, claimShort("reap-last"))
+	lastRun := MustClaim(t, p, claimShort("reap-last"))
 	time.Sleep(pastShort)
 
-	next := mustClaim(t, p, claimIn("reap"))
-	r := mustRun(t, p, first.RunID)
+	next := MustClaim(t, p, claimIn("reap"))
+	r := MustRun(t, p, first.RunID)
 	if r.State != lease.RunAbandoned || !isSilence(r.Summary) || r.FinishedAt.IsZero() {
 		t.Fatalf("expired run after a claim: state %s, summary %q, finished %v; want abandoned with %q",
 			r.State, r.Summary, r.FinishedAt, lease.SilenceSummary(pastShort))
 	}
 	mustNoWork(t, p, claimIn("reap")) // limit 1, held by next
 	mustSettle(t, p, complete(next.RunID))
-	other := mustClaim(t, p, claimIn("reap"))
+	other := MustClaim(t, p, claimIn("reap"))
 	if got := []int64{next.TaskID, other.TaskID}; !(got[0] == a && got[1] == b || got[0] == b && got[1] == a) {
 		t.Fatalf("claims after the reap took tasks %v, want %d and %d", got, a, b)
 	}
@@ -49,7 +49,7 @@ func testReapExpiredLease(t *testing.T, p lease.Provider) {
 	}
 
 	mustNoWork(t, p, claimIn("reap-last"))
-	if r := mustRun(t, p, lastRun.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
+	if r := MustRun(t, p, lastRun.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
 		t.Errorf("expired run of a task out of attempts: state %s, summary %q; want abandoned with the silence", r.State, r.Summary)
 	}
 	if tk := wantState(t, p, c, lease.TaskFailed); tk.FinishedAt.IsZero() {
@@ -66,7 +66,7 @@ type snapshot struct {
 
 func takeSnapshot(t *testing.T, p lease.Provider, taskID int64) snapshot {
 	t.Helper()
-	return snapshot{mustTask(t, p, taskID), mustRuns(t, p, lease.RunFilter{TaskID: taskID})}
+	return snapshot{MustTask(t, p, taskID), mustRuns(t, p, lease.RunFilter{TaskID: taskID})}
 }
 
 func (s snapshot) check(t *testing.T, after snapshot, what string) {
@@ -113,11 +113,11 @@ func staleWrites(t *testing.T, p lease.Provider, runID int64, same lease.RunStat
 // and that a late completion after a reap leaves the new run alone.
 func testFencingStaleRun(t *testing.T, p lease.Provider) {
 	mustEnqueue(t, p, task("fence-expired", "a"))
-	expired := mustClaim(t, p, claimShort("fence-expired"))
+	expired := MustClaim(t, p, claimShort("fence-expired"))
 	ep := task("fence-reaped", "a")
 	ep.MaxAttempts = 3
 	mustEnqueue(t, p, ep)
-	old := mustClaim(t, p, claimShort("fence-reaped"))
+	old := MustClaim(t, p, claimShort("fence-reaped"))
 	time.Sleep(pastShort)
 	t.Run("Expired", func(t *testing.T) {
 		before := takeSnapshot(t, p, expired.TaskID)
@@ -125,7 +125,7 @@ func testFencingStaleRun(t *testing.T, p lease.Provider) {
 		before.check(t, takeSnapshot(t, p, expired.TaskID), "a write from an expired run")
 	})
 	t.Run("Reaped", func(t *testing.T) {
-		current := mustClaim(t, p, claimIn("fence-reaped"))
+		current := MustClaim(t, p, claimIn("fence-reaped"))
 		if current.TaskID != old.TaskID || current.Attempt != 2 {
 			t.Fatalf("claim after expiry: got task %d attempt %d, want task %d attempt 2", current.TaskID, current.Attempt, old.TaskID)
 		}
@@ -136,18 +136,18 @@ func testFencingStaleRun(t *testing.T, p lease.Provider) {
 			t.Fatalf("heartbeat of the new run: %v", res.Err)
 		}
 		mustSettle(t, p, lease.Settlement{RunID: current.RunID, Outcome: lease.RunCompleted, Summary: "new"})
-		if r := mustRun(t, p, current.RunID); r.Summary != "new" || r.State != lease.RunCompleted {
+		if r := MustRun(t, p, current.RunID); r.Summary != "new" || r.State != lease.RunCompleted {
 			t.Errorf("new run: state %s summary %q, want completed %q", r.State, r.Summary, "new")
 		}
 	})
 	t.Run("Settled", func(t *testing.T) {
 		mustEnqueue(t, p, task("fence-settled", "a"))
-		l := mustClaim(t, p, claimIn("fence-settled"))
+		l := MustClaim(t, p, claimIn("fence-settled"))
 		mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "first"})
 		before := takeSnapshot(t, p, l.TaskID)
 		staleWrites(t, p, l.RunID, lease.RunCompleted)
 		before.check(t, takeSnapshot(t, p, l.TaskID), "a write from a settled run")
-		if r := mustRun(t, p, l.RunID); r.Summary != "first" {
+		if r := MustRun(t, p, l.RunID); r.Summary != "first" {
 			t.Errorf("settled run summary %q, want %q", r.Summary, "first")
 		}
 	})
@@ -159,8 +159,8 @@ func testFencingStaleRun(t *testing.T, p lease.Provider) {
 func testHeartbeatExtendsLease(t *testing.T, p lease.Provider) {
 	mustEnqueue(t, p, task("beat", "a"))
 	mustEnqueue(t, p, task("beat", "a"))
-	l := mustClaim(t, p, claimShort("beat"))
-	start := mustRun(t, p, l.RunID)
+	l := MustClaim(t, p, claimShort("beat"))
+	start := MustRun(t, p, l.RunID)
 	time.Sleep(shortLease / 2)
 	out := start.StartedAt.Add(time.Second).Truncate(time.Millisecond)
 	res := beat(t, p, lease.Beat{RunID: l.RunID, Lease: 2 * shortLease, PID: 4321, LastOutputAt: out})
@@ -169,7 +169,7 @@ func testHeartbeatExtendsLease(t *testing.T, p lease.Provider) {
 	}
 	time.Sleep(shortLease * 7 / 10) // past the first lease, within the second
 	mustNoWork(t, p, claimIn("beat"))
-	r := mustRun(t, p, l.RunID)
+	r := MustRun(t, p, l.RunID)
 	if r.State != lease.RunRunning || r.PID != 4321 || !near(r.LastOutputAt, out, time.Millisecond) {
 		t.Fatalf("run after a heartbeat: state %s pid %d last output %v; want running 4321 %v", r.State, r.PID, r.LastOutputAt, out)
 	}
@@ -178,7 +178,7 @@ func testHeartbeatExtendsLease(t *testing.T, p lease.Provider) {
 			r.LastHeartbeatAt, start.LastHeartbeatAt, r.LeaseExpiresAt, res.LeaseExpiresAt)
 	}
 	res = beat(t, p, lease.Beat{RunID: l.RunID})
-	r = mustRun(t, p, l.RunID)
+	r = MustRun(t, p, l.RunID)
 	if res.Err != nil || !near(r.LeaseExpiresAt, r.LastHeartbeatAt.Add(lease.DefaultLease), time.Second) {
 		t.Errorf("heartbeat with no lease: got %+v, run lease %v, last heartbeat %v; want the default lease", res, r.LeaseExpiresAt, r.LastHeartbeatAt)
 	}
@@ -199,7 +199,7 @@ func testHeartbeatBatch(t *testing.T, p lease.Provider) {
 	}
 	ls := make([]*lease.Lease, 3)
 	for i := range ls {
-		ls[i] = mustClaim(t, p, claimIn("batch"))
+		ls[i] = MustClaim(t, p, claimIn("batch"))
 	}
 	mustSettle(t, p, complete(ls[1].RunID))
 	if _, err := p.Cancel(context.Background(), ls[2].TaskID); err != nil {
@@ -240,7 +240,7 @@ func testReapUnderRace(t *testing.T, p lease.Provider) {
 		mustSetLane(t, p, lane, limit)
 		for range limit {
 			mustEnqueue(t, p, task(lane, "a"))
-			expired = append(expired, mustClaim(t, p, claimShort(lane)))
+			expired = append(expired, MustClaim(t, p, claimShort(lane)))
 			mustEnqueue(t, p, task(lane, "a"))
 		}
 	}
@@ -272,7 +272,7 @@ func testReapUnderRace(t *testing.T, p lease.Provider) {
 		t.Errorf("racing claims over lanes with 4 expired runs and room for 4: %d claimed, want 4", got)
 	}
 	for _, l := range expired {
-		if r := mustRun(t, p, l.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
+		if r := MustRun(t, p, l.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
 			t.Errorf("expired run %d: state %s summary %q, want abandoned with the silence", l.RunID, r.State, r.Summary)
 		}
 	}

@@ -90,7 +90,8 @@ func mustEnqueue(tb testing.TB, p lease.Provider, ep lease.EnqueueParams) int64 
 	return id
 }
 
-func mustClaim(tb testing.TB, p lease.Provider, cp lease.ClaimParams) *lease.Lease {
+// MustClaim claims with cp and fails the test unless a task was claimed.
+func MustClaim(tb testing.TB, p lease.Provider, cp lease.ClaimParams) *lease.Lease {
 	tb.Helper()
 	l, err := p.Claim(context.Background(), cp)
 	if err != nil {
@@ -145,7 +146,8 @@ func beat(tb testing.TB, p lease.Provider, b lease.Beat) lease.BeatResult {
 	return res[0]
 }
 
-func mustTask(tb testing.TB, p lease.Provider, id int64) lease.Task {
+// MustTask reads task id and fails the test when it cannot.
+func MustTask(tb testing.TB, p lease.Provider, id int64) lease.Task {
 	tb.Helper()
 	tk, err := p.Task(context.Background(), id)
 	if err != nil {
@@ -154,7 +156,8 @@ func mustTask(tb testing.TB, p lease.Provider, id int64) lease.Task {
 	return tk
 }
 
-func mustRun(tb testing.TB, p lease.Provider, id int64) lease.Run {
+// MustRun reads run id and fails the test when it cannot.
+func MustRun(tb testing.TB, p lease.Provider, id int64) lease.Run {
 	tb.Helper()
 	r, err := p.Run(context.Background(), id)
 	if err != nil {
@@ -192,7 +195,7 @@ func mustSetLane(tb testing.TB, p lease.Provider, name string, maxRunning int) l
 
 func wantState(tb testing.TB, p lease.Provider, id int64, want lease.TaskState) lease.Task {
 	tb.Helper()
-	tk := mustTask(tb, p, id)
+	tk := MustTask(tb, p, id)
 	if tk.State != want {
 		tb.Fatalf("task %d: state %s, want %s", id, tk.State, want)
 	}

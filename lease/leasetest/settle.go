@@ -18,7 +18,7 @@ func testSettleIdempotent(t *testing.T, p lease.Provider) {
 	for range 3 {
 		mustEnqueue(t, p, task("idem", "a"))
 	}
-	a, b, c := mustClaim(t, p, claimIn("idem")), mustClaim(t, p, claimIn("idem")), mustClaim(t, p, claimIn("idem"))
+	a, b, c := MustClaim(t, p, claimIn("idem")), MustClaim(t, p, claimIn("idem")), MustClaim(t, p, claimIn("idem"))
 	zero, three := 0, 3
 	first := []lease.Settlement{
 		{RunID: a.RunID, Outcome: lease.RunCompleted, Summary: "done", ExitCode: &zero, OutputTail: "tail a"},
@@ -54,7 +54,7 @@ func testSettleIdempotent(t *testing.T, p lease.Provider) {
 
 func checkSettled(t *testing.T, p lease.Provider, a, b, c *lease.Lease) {
 	t.Helper()
-	ra, rb, rc := mustRun(t, p, a.RunID), mustRun(t, p, b.RunID), mustRun(t, p, c.RunID)
+	ra, rb, rc := MustRun(t, p, a.RunID), MustRun(t, p, b.RunID), MustRun(t, p, c.RunID)
 	if ra.State != lease.RunCompleted || ra.Summary != "done" || ra.ExitCode == nil || *ra.ExitCode != 0 ||
 		ra.OutputTail != "tail a" || ra.FinishedAt.IsZero() {
 		t.Errorf("completed run: got %+v", ra)
@@ -82,9 +82,9 @@ func checkSettled(t *testing.T, p lease.Provider, a, b, c *lease.Lease) {
 func testSettleFailRetriesThenFails(t *testing.T, p lease.Provider) {
 	ep := task("fail-backoff", "a")
 	id := mustEnqueue(t, p, ep)
-	l := mustClaim(t, p, claimIn("fail-backoff"))
+	l := MustClaim(t, p, claimIn("fail-backoff"))
 	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: "exit 1"})
-	tk, r := wantState(t, p, id, lease.TaskQueued), mustRun(t, p, l.RunID)
+	tk, r := wantState(t, p, id, lease.TaskQueued), MustRun(t, p, l.RunID)
 	lo, hi := lease.DefaultBackoffBase*8/10, lease.DefaultBackoffBase*12/10
 	if d := tk.RunAfter.Sub(r.FinishedAt); d < lo-100*time.Millisecond || d > hi+100*time.Millisecond {
 		t.Errorf("default backoff after attempt 1: %s, want between %s and %s", d, lo, hi)
@@ -95,7 +95,7 @@ func testSettleFailRetriesThenFails(t *testing.T, p lease.Provider) {
 	ep.MaxAttempts = 3
 	id = mustEnqueue(t, p, ep)
 	for attempt := 1; attempt <= 3; attempt++ {
-		l := mustClaim(t, p, claimIn("fail"))
+		l := MustClaim(t, p, claimIn("fail"))
 		if l.TaskID != id || l.Attempt != attempt {
 			t.Fatalf("claim: task %d attempt %d, want task %d attempt %d", l.TaskID, l.Attempt, id, attempt)
 		}
@@ -103,7 +103,7 @@ func testSettleFailRetriesThenFails(t *testing.T, p lease.Provider) {
 		if attempt == 3 {
 			break
 		}
-		tk, r := wantState(t, p, id, lease.TaskQueued), mustRun(t, p, l.RunID)
+		tk, r := wantState(t, p, id, lease.TaskQueued), MustRun(t, p, l.RunID)
 		if !near(tk.RunAfter, r.FinishedAt.Add(300*time.Millisecond), 50*time.Millisecond) {
 			t.Errorf("attempt %d: retry at %v, want 300ms after %v", attempt, tk.RunAfter, r.FinishedAt)
 		}
@@ -130,12 +130,12 @@ func testSettleAbandonRefund(t *testing.T, p lease.Provider) {
 	ep := task("refund", "a")
 	ep.MaxAttempts = 1
 	id := mustEnqueue(t, p, ep)
-	l := mustClaim(t, p, claimIn("refund"))
+	l := MustClaim(t, p, claimIn("refund"))
 	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned, Summary: "shutdown", Refund: true})
 	if tk := wantState(t, p, id, lease.TaskQueued); tk.Attempts != 0 {
 		t.Fatalf("refunded task: attempts %d, want 0", tk.Attempts)
 	}
-	l = mustClaim(t, p, claimIn("refund"))
+	l = MustClaim(t, p, claimIn("refund"))
 	if l.TaskID != id || l.Attempt != 1 {
 		t.Fatalf("claim after refund: task %d attempt %d, want task %d attempt 1", l.TaskID, l.Attempt, id)
 	}
@@ -145,12 +145,12 @@ func testSettleAbandonRefund(t *testing.T, p lease.Provider) {
 
 	ep.Lane, ep.MaxAttempts = "abandon", 2
 	id = mustEnqueue(t, p, ep)
-	l = mustClaim(t, p, claimIn("abandon"))
+	l = MustClaim(t, p, claimIn("abandon"))
 	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned, Summary: "killed"})
 	if tk := wantState(t, p, id, lease.TaskQueued); tk.Attempts != 1 {
 		t.Fatalf("abandoned task: attempts %d, want 1", tk.Attempts)
 	}
-	if l = mustClaim(t, p, claimIn("abandon")); l.Attempt != 2 {
+	if l = MustClaim(t, p, claimIn("abandon")); l.Attempt != 2 {
 		t.Fatalf("claim after abandon: attempt %d, want 2", l.Attempt)
 	}
 }
@@ -171,11 +171,11 @@ func testCancelQueued(t *testing.T, p lease.Provider) {
 	mustNoWork(t, p, claimIn("cancel"))
 
 	done := mustEnqueue(t, p, task("cancel", "a"))
-	mustSettle(t, p, complete(mustClaim(t, p, claimIn("cancel")).RunID))
+	mustSettle(t, p, complete(MustClaim(t, p, claimIn("cancel")).RunID))
 	ep := task("cancel", "a")
 	ep.MaxAttempts = 1
 	failed := mustEnqueue(t, p, ep)
-	l := mustClaim(t, p, claimIn("cancel"))
+	l := MustClaim(t, p, claimIn("cancel"))
 	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed})
 	for id, want := range map[int64]lease.TaskState{done: lease.TaskDone, failed: lease.TaskFailed} {
 		if _, err := p.Cancel(ctx, id); !errors.Is(err, lease.ErrConflict) {
@@ -194,9 +194,9 @@ func testCancelRunning(t *testing.T, p lease.Provider) {
 	ctx := context.Background()
 	mustSetLane(t, p, "cancel-run", 2)
 	a := mustEnqueue(t, p, task("cancel-run", "a"))
-	la := mustClaim(t, p, claimIn("cancel-run"))
+	la := MustClaim(t, p, claimIn("cancel-run"))
 	b := mustEnqueue(t, p, task("cancel-run", "a"))
-	lb := mustClaim(t, p, claimShort("cancel-run"))
+	lb := MustClaim(t, p, claimShort("cancel-run"))
 	for _, id := range []int64{a, b} {
 		if st, err := p.Cancel(ctx, id); err != nil || st != lease.TaskRunning {
 			t.Fatalf("cancel running task %d: got %s, %v; want running", id, st, err)
@@ -205,7 +205,7 @@ func testCancelRunning(t *testing.T, p lease.Provider) {
 	if tk := wantState(t, p, a, lease.TaskRunning); !tk.CancelRequested {
 		t.Errorf("task %d: cancel not requested after a cancel", a)
 	}
-	if r := mustRun(t, p, la.RunID); !r.CancelRequested || r.State != lease.RunRunning {
+	if r := MustRun(t, p, la.RunID); !r.CancelRequested || r.State != lease.RunRunning {
 		t.Errorf("run %d of a cancelled task: cancel requested %v, state %s", la.RunID, r.CancelRequested, r.State)
 	}
 	if res := beat(t, p, lease.Beat{RunID: la.RunID, Lease: longLease}); res.Err != nil || !res.CancelRequested {
@@ -215,13 +215,13 @@ func testCancelRunning(t *testing.T, p lease.Provider) {
 	if tk := wantState(t, p, a, lease.TaskCancelled); tk.FinishedAt.IsZero() {
 		t.Errorf("task %d cancelled without a finish time", a)
 	}
-	if r := mustRun(t, p, la.RunID); r.State != lease.RunCancelled || r.Summary != "stopped" {
+	if r := MustRun(t, p, la.RunID); r.State != lease.RunCancelled || r.Summary != "stopped" {
 		t.Errorf("run %d: state %s summary %q, want cancelled %q", la.RunID, r.State, r.Summary, "stopped")
 	}
 
 	time.Sleep(pastShort)
 	mustNoWork(t, p, claimIn("cancel-run"))
-	if r := mustRun(t, p, lb.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
+	if r := MustRun(t, p, lb.RunID); r.State != lease.RunAbandoned || !isSilence(r.Summary) {
 		t.Errorf("expired run of a cancelled task: state %s summary %q, want abandoned with the silence", r.State, r.Summary)
 	}
 	wantState(t, p, b, lease.TaskCancelled)
@@ -235,9 +235,9 @@ func testRetry(t *testing.T, p lease.Provider) {
 	ep := task("retry", "a")
 	ep.MaxAttempts = 1
 	failed := mustEnqueue(t, p, ep)
-	mustSettle(t, p, lease.Settlement{RunID: mustClaim(t, p, claimIn("retry")).RunID, Outcome: lease.RunFailed})
+	mustSettle(t, p, lease.Settlement{RunID: MustClaim(t, p, claimIn("retry")).RunID, Outcome: lease.RunFailed})
 	cancelled := mustEnqueue(t, p, ep)
-	l := mustClaim(t, p, claimIn("retry"))
+	l := MustClaim(t, p, claimIn("retry"))
 	if _, err := p.Cancel(ctx, cancelled); err != nil {
 		t.Fatalf("cancel task %d: %v", cancelled, err)
 	}
@@ -252,7 +252,7 @@ func testRetry(t *testing.T, p lease.Provider) {
 			t.Errorf("retried task %d: attempts %d, cancel requested %v, finished %v; want a fresh task",
 				id, tk.Attempts, tk.CancelRequested, tk.FinishedAt)
 		}
-		l := mustClaim(t, p, claimIn("retry"))
+		l := MustClaim(t, p, claimIn("retry"))
 		if l.TaskID != id || l.Attempt != 1 {
 			t.Fatalf("claim after retry: task %d attempt %d, want task %d attempt 1", l.TaskID, l.Attempt, id)
 		}
@@ -284,7 +284,7 @@ func testAbandonOwner(t *testing.T, p lease.Provider) {
 	claim := func(owner, instance string) *lease.Lease {
 		cp := claimIn("owner")
 		cp.Owner, cp.Instance = owner, instance
-		return mustClaim(t, p, cp)
+		return MustClaim(t, p, cp)
 	}
 	old1, old2 := claim("sup", "old"), claim("sup", "old")
 	current, other := claim("sup", "new"), claim("other", "old")
@@ -299,13 +299,13 @@ func testAbandonOwner(t *testing.T, p lease.Provider) {
 		t.Fatalf("abandon owner: got runs %v, want %v", got, want)
 	}
 	for _, l := range []*lease.Lease{old1, old2} {
-		if r := mustRun(t, p, l.RunID); r.State != lease.RunAbandoned || r.Summary != "previous instance gone" {
+		if r := MustRun(t, p, l.RunID); r.State != lease.RunAbandoned || r.Summary != "previous instance gone" {
 			t.Errorf("run %d: state %s summary %q, want abandoned", l.RunID, r.State, r.Summary)
 		}
 		wantState(t, p, l.TaskID, lease.TaskQueued)
 	}
 	for _, l := range []*lease.Lease{current, other} {
-		if r := mustRun(t, p, l.RunID); r.State != lease.RunRunning {
+		if r := MustRun(t, p, l.RunID); r.State != lease.RunRunning {
 			t.Errorf("run %d of another instance or owner: state %s, want running", l.RunID, r.State)
 		}
 	}

@@ -15,9 +15,7 @@ import (
 // environment, and that exit 0 completes the task.
 func TestDaemon_PayloadByteExact(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	agent := testkit.MustScript(t, dir, "agent.sh", fmt.Sprintf(`cat > %s/payload.$QD_TASK_ID
 env | grep '^QD_' | sort > %s/env.$QD_TASK_ID
@@ -65,9 +63,7 @@ func waitTaskState(t *testing.T, qd, db, id, want string, timeout time.Duration)
 // NOTIFY_SOCKET given to the daemon never reach it, QD_SOCKET does.
 func TestDaemon_ChildEnvironmentIsAllowlisted(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env")
 	agent := testkit.MustScript(t, dir, "env.sh", fmt.Sprintf("env > %s\n", envFile))

@@ -19,9 +19,7 @@ import (
 // and runs the task again.
 func TestDaemon_KillNineThenRestart(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	childPID, gcPID := filepath.Join(dir, "child.pid"), filepath.Join(dir, "grandchild.pid")
 	agent := testkit.MustScript(t, dir, "long.sh", fmt.Sprintf(`if [ "$QD_ATTEMPT" = 1 ]; then
@@ -68,9 +66,7 @@ agent "long" {
 // so that their tasks can be claimed again at once.
 func TestDaemon_SigtermDrainsWithinGrace(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	politePID, stubbornPID := filepath.Join(dir, "polite.pid"), filepath.Join(dir, "stubborn.pid")
 	polite := testkit.MustScript(t, dir, "polite.sh", fmt.Sprintf(`trap 'echo bye; exit 143' TERM
@@ -135,9 +131,7 @@ agent "stubborn" {
 // status while the old config keeps working.
 func TestDaemon_SighupReload(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	agentBlock := func(name string) string {
 		return fmt.Sprintf(`
@@ -255,9 +249,7 @@ func TestDaemon_BadConfigFailsFast(t *testing.T) {
 // still exits 0, and the run is released.
 func TestDaemon_SecondSignalSkipsGrace(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "stubborn.pid")
 	stubborn := testkit.MustScript(t, dir, "stubborn.sh", fmt.Sprintf(`trap '' TERM
@@ -294,9 +286,7 @@ agent "stubborn" {
 // (the status socket is never stolen), and the first keeps answering.
 func TestDaemon_LiveSocketNotStolen(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	d := testkit.StartDaemon(t, qd, db, "owner", "", testkit.DaemonOptions{})
 	dir := t.TempDir()
 	other := filepath.Join(dir, "other.hcl")

@@ -18,9 +18,7 @@ import (
 // from its log file.
 func TestDaemon_StatusAndLogsOfLiveRun(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	agent := testkit.MustScript(t, t.TempDir(), "talk.sh", "echo first line\necho second line >&2\nexec sleep 1000\n")
 	id := enqueue(t, qd, db, "st", "talk")
 	d := testkit.StartDaemon(t, qd, db, "status", fmt.Sprintf(`
@@ -98,9 +96,7 @@ func containsRow(text string, fields ...string) bool {
 // heartbeat interval, and settles the run as cancelled.
 func TestDaemon_CancelRunningTask(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	childPID, gcPID := filepath.Join(dir, "child.pid"), filepath.Join(dir, "grandchild.pid")
 	agent := testkit.MustScript(t, dir, "busy.sh", fmt.Sprintf(`sleep 1000 &

@@ -17,9 +17,7 @@ import (
 // by the daemon's heartbeats: one run, completed, never reaped.
 func TestDaemon_HeartbeatOutlivesShortLease(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	agent := testkit.MustScript(t, t.TempDir(), "slow.sh", "sleep 6\necho finished\n")
 	id := enqueue(t, qd, db, "hb", "slow")
 	testkit.StartDaemon(t, qd, db, "heartbeat", fmt.Sprintf(`
@@ -39,9 +37,7 @@ agent "slow" {
 // the task fails once its attempts are spent, each run recording the exit.
 func TestDaemon_NonZeroExitRetriesThenFails(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	agent := testkit.MustScript(t, t.TempDir(), "boom.sh", "echo \"boom $QD_ATTEMPT\"\nexit 3\n")
 	id := enqueue(t, qd, db, "rf", "boom", "--max-attempts", "2")
 	testkit.StartDaemon(t, qd, db, "retry", fmt.Sprintf(`
@@ -71,9 +67,7 @@ agent "boom" {
 // SIGTERM included, and abandons the run with a summary naming the timeout.
 func TestDaemon_TimeoutKillsGrandchild(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	gc := filepath.Join(dir, "grandchild.pid")
 	agent := testkit.MustScript(t, dir, "hang.sh", fmt.Sprintf(`sh -c 'trap "" TERM; exec sleep 1000' &
@@ -104,9 +98,7 @@ agent "hang" {
 // agent's stall_timeout, with a summary that says so.
 func TestDaemon_StallTimeoutAbandonsQuietChild(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
 	agent := testkit.MustScript(t, dir, "quiet.sh", fmt.Sprintf("echo $$ > %s\necho hello once\nexec sleep 1000\n", pidFile))
@@ -131,9 +123,7 @@ agent "quiet" {
 // URL) is not taken for stalled, and completes.
 func TestDaemon_ChildProvesProgressThroughSocket(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	agent := testkit.MustScript(t, t.TempDir(), "silent.sh", fmt.Sprintf(`i=0
 while [ $i -lt 8 ]; do
   sleep 0.5

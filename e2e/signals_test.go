@@ -20,9 +20,7 @@ import (
 // SIGTERM makes it exit 0 with no run left claimed.
 func TestDaemon_EarlySignals(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
 	agent := testkit.MustScript(t, dir, "agent.sh", "sleep 30\n")
 	for i := range 3 {

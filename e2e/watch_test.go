@@ -15,9 +15,7 @@ import (
 // tried when no daemon answers there.
 func TestStatus_Watch(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, _ := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
+	qd, db := testkit.MustQueue(t)
 	d := testkit.StartDaemon(t, qd, db, "watcher", "", testkit.DaemonOptions{})
 	cmd := exec.Command(qd, "status", "--socket", d.Socket, "--watch", "--interval", "200ms")
 	cmd.Env = testkit.Environ()

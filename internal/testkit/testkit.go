@@ -225,3 +225,13 @@ func MustScript(tb testing.TB, dir, name, body string) string {
 	}
 	return path
 }
+
+// MustQueue builds qd and gives it a fresh, migrated schema: it returns the
+// binary's path and the database URL naming the schema.
+func MustQueue(tb testing.TB) (string, string) {
+	tb.Helper()
+	bin := MustBuild(tb)
+	db, _ := MustSchema(tb)
+	MustQD(tb, bin, db, "migrate")
+	return bin, db
+}

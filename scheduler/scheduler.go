@@ -117,12 +117,14 @@ func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
 	old := s.agents
 	s.agents = map[string]*agentState{}
 	for _, a := range agents {
-		st := &agentState{Agent: a, next: Next(a.Schedule, now), ended: make(chan struct{}, 1)}
 		if prev, ok := old[a.Name]; ok {
-			st.busy, st.hot = prev.busy, prev.hot
-			prev.removed = true
+			// The same state, so that a claim in flight still clears its
+			// busy flag; claims read the settings through settings().
+			prev.Agent, prev.next, prev.removed = a, Next(a.Schedule, now), false
+			s.agents[a.Name] = prev
+			continue
 		}
-		s.agents[a.Name] = st
+		s.agents[a.Name] = &agentState{Agent: a, next: Next(a.Schedule, now), ended: make(chan struct{}, 1)}
 	}
 	for name, prev := range old {
 		if _, ok := s.agents[name]; !ok {
@@ -287,10 +289,11 @@ const gatherWindow = 5 * time.Millisecond
 // gather waits until a quarter of the agent's slots are free, or
 // gatherWindow has passed, or ctx ends.
 func (s *Scheduler) gather(ctx context.Context, a *agentState) {
-	want := max(1, a.Parallel/4)
+	ag := s.settings(a)
+	want := max(1, ag.Parallel/4)
 	timer := time.NewTimer(gatherWindow)
 	defer timer.Stop()
-	for a.Parallel-s.cfg.Runner.Running(a.Name) < want {
+	for ag.Parallel-s.cfg.Runner.Running(ag.Name) < want {
 		select {
 		case <-a.ended:
 		case <-timer.C:
@@ -301,24 +304,33 @@ func (s *Scheduler) gather(ctx context.Context, a *agentState) {
 	}
 }
 
+// settings returns the agent's settings as they are now (a reload may
+// change them while a claim is in flight).
+func (s *Scheduler) settings(a *agentState) Agent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return a.Agent
+}
+
 // claimOnce claims as many tasks as the agent has free slots. A tick that
 // finds the agent full does nothing.
 func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
-	free := a.Parallel - s.cfg.Runner.Running(a.Name)
+	ag := s.settings(a)
+	free := ag.Parallel - s.cfg.Runner.Running(ag.Name)
 	if free <= 0 {
 		return
 	}
 	claimed := time.Now()
 	leases, err := s.cfg.Queue.ClaimMany(ctx, lease.ClaimParams{
-		Lanes:    a.Lanes,
-		Agent:    a.Name,
+		Lanes:    ag.Lanes,
+		Agent:    ag.Name,
 		Owner:    s.cfg.Owner,
 		Instance: s.cfg.Instance,
-		Lease:    a.Lease,
+		Lease:    ag.Lease,
 	}, free)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			s.logger.Warn("claim failed; the next tick retries", "agent", a.Name, "error", err)
+			s.logger.Warn("claim failed; the next tick retries", "agent", ag.Name, "error", err)
 		}
 		return
 	}
@@ -326,8 +338,8 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	a.hot = len(leases) == free && !a.removed
 	s.mu.Unlock()
 	for _, l := range leases {
-		if err := s.cfg.Runner.Start(a.Name, l, claimed); err != nil {
-			s.logger.Error("start run", "agent", a.Name, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
+		if err := s.cfg.Runner.Start(ag.Name, l, claimed); err != nil {
+			s.logger.Error("start run", "agent", ag.Name, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
 		}
 	}
 }

@@ -232,3 +232,24 @@ func TestNext(t *testing.T) {
 		t.Errorf("Missed = %d, %s; want 3, 12:01:30", n, latest)
 	}
 }
+
+// Ensure a reload while the agent's claim is in flight does not leave the
+// agent marked busy for good: later ticks claim with the new settings.
+func TestScheduler_ReloadDuringClaim(t *testing.T) {
+	q := memlease.New()
+	for _, lane := range []string{"a", "b", "c"} {
+		MustEnqueue(t, q, lane, "w")
+	}
+	hold := make(chan struct{})
+	var once sync.Once
+	r := &Runner{OnStart: func(string, *lease.Lease) { once.Do(func() { <-hold }) }}
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Owner: "test"})
+	agent := scheduler.Agent{Name: "w", Schedule: MustSchedule(t, "@every 1s"), Parallel: 1, Lease: time.Minute}
+	s.Set([]scheduler.Agent{agent}, nil)
+	start(t, s)
+	waitFor(t, 3*time.Second, "the first claim to start a run", func() bool { return r.Started() == 1 })
+	agent.Parallel = 3
+	s.Set([]scheduler.Agent{agent}, nil)
+	close(hold)
+	waitFor(t, 5*time.Second, "ticks after the reload to claim the other two tasks", func() bool { return r.Started() == 3 })
+}

@@ -272,9 +272,11 @@ type Provider interface {
 	// ErrConflict for any other state.
 	Retry(ctx context.Context, taskID int64) error
 
-	// AbandonOwner abandons every running run of owner whose instance is
-	// not keepInstance, at once. Returns the runs abandoned.
-	AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error)
+	// AbandonOwner abandons at once the running runs of owner held by one
+	// of instances: earlier incarnations of a daemon that it proved gone.
+	// It never touches a run of any other instance, live or not. Returns
+	// the runs abandoned; ErrInvalid for an empty owner.
+	AbandonOwner(ctx context.Context, owner string, instances []string, summary string) ([]int64, error)
 
 	// SetLane creates or changes a lane. ErrInvalid for a bad name or limit.
 	SetLane(ctx context.Context, u LaneUpdate) (Lane, error)

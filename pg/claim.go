@@ -205,15 +205,17 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 	return errs, nil
 }
 
-// AbandonOwner abandons every running run of owner whose instance is not
-// keepInstance; with keepInstance empty, every running run of owner.
-func (p *Provider) AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error) {
+// AbandonOwner abandons the running runs of owner held by one of instances.
+func (p *Provider) AbandonOwner(ctx context.Context, owner string, instances []string, summary string) ([]int64, error) {
 	if owner == "" {
 		return nil, fmt.Errorf("abandon runs: %w: owner is empty", lease.ErrInvalid)
 	}
 	ids := []int64{}
+	if len(instances) == 0 {
+		return ids, nil
+	}
 	err := p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT * FROM {{schema}}.abandon_owner($1, $2, $3)`), owner, nullString(keepInstance), summary).
+		b.Queue(p.sql(`SELECT * FROM {{schema}}.abandon_owner($1, $2, $3)`), owner, instances, summary).
 			Query(func(rows pgx.Rows) error {
 				var err error
 				ids, err = pgx.AppendRows(ids, rows, pgx.RowTo[int64])

@@ -151,7 +151,8 @@ func TestHeartbeat_ExpiredIsLost(t *testing.T) {
 	}
 }
 
-// Ensure AbandonOwner abandons the runs of an owner's other instances only.
+// Ensure AbandonOwner abandons the runs of the named instances of an owner
+// only: a live run of another instance with the same owner stays.
 func TestAbandonOwner(t *testing.T) {
 	p := MustOpen(t)
 	ctx := context.Background()
@@ -161,7 +162,7 @@ func TestAbandonOwner(t *testing.T) {
 	old := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"a"}, Owner: "d", Instance: "old"})
 	cur := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"b"}, Owner: "d", Instance: "new"})
 	stranger := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"c"}, Owner: "e", Instance: "old"})
-	ids, err := p.AbandonOwner(ctx, "d", "new", "daemon restarted")
+	ids, err := p.AbandonOwner(ctx, "d", []string{"old", "gone"}, "daemon restarted")
 	if err != nil || len(ids) != 1 || ids[0] != old.RunID {
 		t.Fatalf("abandon owner: %v %v, want [%d]", ids, err, old.RunID)
 	}

@@ -98,7 +98,7 @@ func TestSupervisor_Fencing(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "gc")
 		l := h.start("sleep 300 & echo $! > "+pidFile+"; sleep 300", "{}", Spec{Lease: 3 * time.Second})
 		gc := MustReadPID(t, pidFile)
-		if _, err := h.mem.AbandonOwner(context.Background(), "test", "other", "reaped elsewhere"); err != nil {
+		if _, err := h.mem.AbandonOwner(context.Background(), "test", []string{"i1"}, "reaped elsewhere"); err != nil {
 			t.Fatal(err)
 		}
 		MustDie(t, gc, "grandchild")

@@ -342,3 +342,21 @@ func (s *Supervisor) killRecorded(c childRecord) bool {
 	}
 	return n > 0
 }
+
+// Identity returns this boot's id and this process's start time: with the
+// pid, what tells this process apart from any later one (see SameProcess).
+func Identity() (boot string, start uint64) {
+	start, _ = procStart(os.Getpid())
+	return bootID(), start
+}
+
+// SameProcess reports whether pid, recorded with Identity's boot and start,
+// still runs as the same process: false after a reboot, once it exited, or
+// when the pid now belongs to another process.
+func SameProcess(boot string, pid int, start uint64) bool {
+	if boot != bootID() || pid <= 0 {
+		return false
+	}
+	now, ok := procStart(pid)
+	return ok && now == start
+}

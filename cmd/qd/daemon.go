@@ -32,6 +32,7 @@ type daemon struct {
 	notify   status.Notifier
 	started  time.Time
 	instance string
+	inc      *incarnation
 
 	mu        sync.Mutex
 	conf      *config.Config
@@ -56,6 +57,22 @@ func runDaemon(ctx context.Context, env *Env, conf *config.Config, url, note str
 	d := &daemon{logger: logger, queue: queue, conf: conf, started: time.Now(), instance: newInstance()}
 	if err := d.checkSchema(ctx); err != nil {
 		return err
+	}
+	if d.inc, err = beginIncarnation(conf.StateDir, conf.Name, d.instance); err != nil {
+		return err
+	}
+	defer d.inc.close()
+	named := false
+	if d.dbError() == "" {
+		var inUse *errNameInUse
+		switch err := d.claimName(ctx); {
+		case errors.As(err, &inUse):
+			return err
+		case err != nil:
+			logger.Warn("could not record this daemon's name; will keep trying", "error", err)
+		default:
+			named = true
+		}
 	}
 	d.sup, err = supervisor.New(supervisor.Config{
 		Provider: queue, Logger: logger, StateDir: conf.StateDir,
@@ -143,6 +160,10 @@ func runDaemon(ctx context.Context, env *Env, conf *config.Config, url, note str
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.housekeeping(ctx); return nil }, func(error) { cancel() })
 	}
+	{ // the daemon's name: renewed while it runs, given up at the end
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { d.keepName(ctx, named); return nil }, func(error) { cancel() })
+	}
 	_ = d.notify.Ready()
 	_ = d.notify.Status("running")
 	err = g.Run()
@@ -191,17 +212,14 @@ func (d *daemon) checkSchema(ctx context.Context) error {
 	return nil
 }
 
-// housekeeping abandons the runs an earlier incarnation of this supervisor
-// left marked running (its children were killed by KillOrphans), then prunes
-// finished tasks when the config sets a retention.
+// housekeeping abandons the runs that earlier incarnations of this daemon
+// (proved gone by the state directory's lock, their children killed by
+// KillOrphans) left marked running, then prunes finished tasks when the
+// config sets a retention.
 func (d *daemon) housekeeping(ctx context.Context) {
-	name := d.config().Name
 	for delay := time.Second; ; delay = min(delay*2, 30*time.Second) {
-		ids, err := d.queue.AbandonOwner(ctx, name, d.instance, "supervisor restarted")
+		err := d.abandonEarlier(ctx)
 		if err == nil {
-			if len(ids) > 0 {
-				d.logger.Warn("abandoned runs of an earlier incarnation", "runs", ids)
-			}
 			break
 		}
 		d.setDBError(err)
@@ -219,6 +237,24 @@ func (d *daemon) housekeeping(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// abandonEarlier abandons the runs of the earlier incarnations, then
+// forgets them.
+func (d *daemon) abandonEarlier(ctx context.Context) error {
+	for name, instances := range d.inc.byName() {
+		ids, err := d.queue.AbandonOwner(ctx, name, instances, "supervisor restarted")
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			d.logger.Warn("abandoned runs of an earlier incarnation", "runs", ids, "instances", instances)
+		}
+	}
+	if err := d.inc.released(); err != nil {
+		d.logger.Warn("could not forget the earlier incarnations; the next start abandons their runs again", "error", err)
+	}
+	return nil
 }
 
 func (d *daemon) prune(ctx context.Context, older time.Duration) {
@@ -252,6 +288,12 @@ func (d *daemon) config() *config.Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.conf
+}
+
+func (d *daemon) dbError() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dbErr
 }
 
 func (d *daemon) setDBError(err error) {

@@ -39,6 +39,12 @@ type DaemonOptions struct {
 	// Dir reuses a directory (and so the state directory) of an earlier
 	// daemon, as a restart would.
 	Dir string
+	// Stderr, when set, receives the daemon's stderr instead of the log
+	// buffer (a pipe the test may stop reading); Log then holds stdout only.
+	Stderr *os.File
+	// NoWait returns as soon as the process started, for a daemon that is
+	// expected to refuse to start (see Wait).
+	NoWait bool
 }
 
 // StartDaemon writes a config made of the name, socket and state directory
@@ -69,6 +75,9 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 	d.Cmd = exec.Command(bin, "run", "--config", d.Config)
 	d.Cmd.Env = append(append(Environ(), "QD_DATABASE_URL="+dbURL), opt.Env...)
 	d.Cmd.Stdout, d.Cmd.Stderr = d.log, d.log
+	if opt.Stderr != nil {
+		d.Cmd.Stderr = opt.Stderr
+	}
 	if err := d.Cmd.Start(); err != nil {
 		tb.Fatalf("start qd run: %v", err)
 	}
@@ -82,6 +91,9 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 			tb.Logf("daemon %s log:\n%s", name, d.Log())
 		}
 	})
+	if opt.NoWait {
+		return d
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -149,7 +149,7 @@ func testEnqueueInvalid(t *testing.T, p lease.Provider) {
 	if _, err := p.ClaimMany(ctx, lease.ClaimParams{Owner: "o"}, 0); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("claim many of 0: got %v, want ErrInvalid", err)
 	}
-	if _, err := p.AbandonOwner(ctx, "", "i", "gone"); !errors.Is(err, lease.ErrInvalid) {
+	if _, err := p.AbandonOwner(ctx, "", []string{"i"}, "gone"); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("abandon owner with no owner: got %v, want ErrInvalid", err)
 	}
 	if ls, err := p.Lanes(ctx); err != nil || len(ls) != 0 {

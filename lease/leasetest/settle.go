@@ -274,11 +274,13 @@ func testRetry(t *testing.T, p lease.Provider) {
 	}
 }
 
-// Ensure AbandonOwner abandons the owner's runs held by other instances at
-// once, frees their tasks, and leaves every other run alone.
+// Ensure AbandonOwner abandons the owner's runs held by the instances named
+// at once, frees their tasks, and leaves every other run alone: those of
+// other owners, and the live runs of another instance with the same owner
+// (a second daemon started with the same name).
 func testAbandonOwner(t *testing.T, p lease.Provider) {
 	mustSetLane(t, p, "owner", 5)
-	for range 4 {
+	for range 5 {
 		mustEnqueue(t, p, task("owner", "a"))
 	}
 	claim := func(owner, instance string) *lease.Lease {
@@ -287,8 +289,8 @@ func testAbandonOwner(t *testing.T, p lease.Provider) {
 		return MustClaim(t, p, cp)
 	}
 	old1, old2 := claim("sup", "old"), claim("sup", "old")
-	current, other := claim("sup", "new"), claim("other", "old")
-	got, err := p.AbandonOwner(context.Background(), "sup", "new", "previous instance gone")
+	current, other, twin := claim("sup", "new"), claim("other", "old"), claim("sup", "twin")
+	got, err := p.AbandonOwner(context.Background(), "sup", []string{"old", "never"}, "previous instance gone")
 	if err != nil {
 		t.Fatalf("abandon owner: %v", err)
 	}
@@ -304,12 +306,12 @@ func testAbandonOwner(t *testing.T, p lease.Provider) {
 		}
 		wantState(t, p, l.TaskID, lease.TaskQueued)
 	}
-	for _, l := range []*lease.Lease{current, other} {
+	for _, l := range []*lease.Lease{current, other, twin} {
 		if r := MustRun(t, p, l.RunID); r.State != lease.RunRunning {
 			t.Errorf("run %d of another instance or owner: state %s, want running", l.RunID, r.State)
 		}
 	}
-	again, err := p.AbandonOwner(context.Background(), "sup", "new", "again")
+	again, err := p.AbandonOwner(context.Background(), "sup", []string{"old"}, "again")
 	if err != nil || len(again) != 0 {
 		t.Errorf("second abandon owner: got %v, %v; want none", again, err)
 	}

@@ -191,8 +191,8 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 	return nil
 }
 
-// AbandonOwner abandons every running run of owner held by another instance.
-func (p *Provider) AbandonOwner(ctx context.Context, owner, keepInstance, summary string) ([]int64, error) {
+// AbandonOwner abandons the running runs of owner held by one of instances.
+func (p *Provider) AbandonOwner(ctx context.Context, owner string, instances []string, summary string) ([]int64, error) {
 	if owner == "" {
 		return nil, fmt.Errorf("abandon runs: %w: owner is empty", lease.ErrInvalid)
 	}
@@ -203,7 +203,7 @@ func (p *Provider) AbandonOwner(ctx context.Context, owner, keepInstance, summar
 	defer p.mu.Unlock()
 	var ids []int64
 	for id, r := range p.live {
-		if r.Owner == owner && r.Instance != keepInstance {
+		if r.Owner == owner && slices.Contains(instances, r.Instance) {
 			ids = append(ids, id)
 		}
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/qd-run/qd/pg"
+	"github.com/qd-run/qd/supervisor"
+)
+
+// A daemon says it still holds its name every nameEvery; one not heard from
+// for nameStale loses it to the next daemon that asks.
+const (
+	nameEvery = 15 * time.Second
+	nameStale = time.Minute
+)
+
+// errNameInUse: another living daemon holds this daemon's name.
+type errNameInUse struct {
+	holder pg.Daemon
+	config string
+}
+
+func (e *errNameInUse) Error() string {
+	h := e.holder
+	return fmt.Sprintf("supervisor name %q is in use by the qd daemon on host %s (pid %d, state_dir %s, socket %s, last seen %s ago): "+
+		"give this daemon another `name` in %s, or stop the other one; see docs/service.md (two daemons on one host)",
+		h.Name, h.Host, h.PID, h.StateDir, h.Socket, h.SeenAgo.Round(time.Second), e.config)
+}
+
+// me is this daemon's row in the daemons table.
+func (d *daemon) me() pg.Daemon {
+	conf := d.config()
+	host, _ := os.Hostname()
+	boot, start := supervisor.Identity()
+	return pg.Daemon{Name: conf.Name, Instance: d.instance, Host: host, PID: os.Getpid(), BootID: boot,
+		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: Version()}
+}
+
+// claimName records that this daemon holds its name. A holder is taken
+// over only when it is proved gone: an earlier incarnation of this state
+// directory, a process of this host that no longer runs, or a daemon not
+// heard from for nameStale. Otherwise it returns *errNameInUse.
+func (d *daemon) claimName(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	me := d.me()
+	holder, ok, err := d.queue.ClaimName(ctx, me, "", nameStale)
+	if err == nil && !ok && d.gone(holder, me.Host) {
+		holder, ok, err = d.queue.ClaimName(ctx, me, holder.Instance, nameStale)
+	}
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return &errNameInUse{holder: holder, config: configName(d.config())}
+	}
+	return nil
+}
+
+// gone reports whether the daemon that holds the name is proved gone.
+func (d *daemon) gone(h pg.Daemon, host string) bool {
+	if slices.ContainsFunc(d.inc.earlier, func(e earlier) bool { return e.instance == h.Instance }) {
+		return true
+	}
+	return h.Host == host && !supervisor.SameProcess(h.BootID, h.PID, h.ProcStart)
+}
+
+// keepName renews this daemon's hold on its name until ctx ends, claiming
+// it again when the database lost it (a restored database, a takeover
+// while this daemon could not reach it), and gives it up at the end.
+func (d *daemon) keepName(ctx context.Context, claimed bool) {
+	warned := false
+	for {
+		if claimed {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ok, err := d.queue.TouchName(tctx, d.config().Name, d.instance)
+			cancel()
+			claimed = err != nil || ok
+		}
+		if !claimed {
+			err := d.claimName(ctx)
+			claimed = err == nil
+			if _, inUse := err.(*errNameInUse); inUse && !warned {
+				d.logger.Error("another daemon holds this daemon's name; runs stay safe, but logs and status cannot tell the two apart", "error", err)
+				warned = true
+			}
+		}
+		if sleepCtx(ctx, nameEvery) != nil {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = d.queue.ReleaseName(ctx, d.config().Name, d.instance)
+}

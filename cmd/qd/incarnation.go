@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// incarnation is this daemon's claim on its state directory, and the proof
+// of which earlier daemons are gone. The state directory's daemon.lock is
+// flocked for the daemon's whole life, so the kernel frees it the instant
+// the process dies, however it dies; the file "incarnations" lists the
+// instances of the daemons that held it before. Having the lock proves
+// that every one of them is gone, so their runs may be abandoned at once.
+// A daemon with another state directory (a second daemon of the same
+// name, on this host or another) is never in that list.
+type incarnation struct {
+	dir     string
+	lock    *os.File
+	self    earlier
+	earlier []earlier // written by daemons of this state directory that are gone
+}
+
+// earlier is a gone daemon's name and instance.
+type earlier struct{ name, instance string }
+
+const (
+	lockName         = "daemon.lock"
+	incarnationsName = "incarnations"
+)
+
+// beginIncarnation locks stateDir for this daemon, reads the earlier
+// incarnations and records this one. It fails, naming the holder, when
+// another daemon uses stateDir.
+func beginIncarnation(stateDir, name, instance string) (*incarnation, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	path := filepath.Join(stateDir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state directory lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("state directory %s is in use by another qd daemon (%s): give each daemon its own state_dir (and socket); see docs/service.md",
+				stateDir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("lock state directory %s: %w", stateDir, err)
+	}
+	host, _ := os.Hostname()
+	who := fmt.Sprintf("name %s, host %s, pid %d, instance %s, started %s\n",
+		name, host, os.Getpid(), instance, time.Now().Format(time.RFC3339))
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(who), 0)
+	}
+	inc := &incarnation{dir: stateDir, lock: f, self: earlier{name, instance}}
+	inc.earlier, err = readIncarnations(filepath.Join(stateDir, incarnationsName))
+	if err == nil {
+		err = inc.write(append(slices.Clip(inc.earlier), inc.self))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return inc, nil
+}
+
+func readIncarnations(path string) ([]earlier, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read earlier incarnations: %w", err)
+	}
+	var out []earlier
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if name, inst, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok && name != "" && inst != "" {
+			out = append(out, earlier{name, inst})
+		}
+	}
+	return out, nil
+}
+
+// write replaces the list of incarnations, durably.
+func (inc *incarnation) write(list []earlier) error {
+	var b strings.Builder
+	for _, e := range list {
+		fmt.Fprintf(&b, "%s %s\n", e.name, e.instance)
+	}
+	path := filepath.Join(inc.dir, incarnationsName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		_, err = f.WriteString(b.String())
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("record incarnation in %s: %w", inc.dir, err)
+	}
+	return nil
+}
+
+// byName groups the earlier incarnations' instances by daemon name.
+func (inc *incarnation) byName() map[string][]string {
+	m := map[string][]string{}
+	for _, e := range inc.earlier {
+		m[e.name] = append(m[e.name], e.instance)
+	}
+	return m
+}
+
+// released forgets the earlier incarnations once their runs are abandoned.
+func (inc *incarnation) released() error {
+	if err := inc.write([]earlier{inc.self}); err != nil {
+		return err
+	}
+	inc.earlier = nil
+	return nil
+}
+
+// close gives up the state directory. The record of this incarnation stays,
+// so that the next daemon abandons whatever this one could not settle.
+func (inc *incarnation) close() { inc.lock.Close() }

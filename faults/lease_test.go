@@ -96,7 +96,7 @@ func TestLease_UnreachableSelfFences(t *testing.T) {
 	cutAt := time.Now()
 	fig.fault("partition", 1)
 	b := r.daemon("fence-b", body, testkit.DaemonOptions{})
-	a.WaitLog(t, "no heartbeat got through; killing the child", 10*time.Second)
+	a.WaitLog(t, "no heartbeat got through; killed the child", 10*time.Second)
 	if s := a.Status(t); s.Database.Reachable {
 		t.Errorf("status during the outage says the database is reachable")
 	}

@@ -166,11 +166,11 @@ func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 		return next, state
 	case reason != stopNone:
 	case sp.Timeout > 0 && now-r.startNs >= int64(sp.Timeout):
-		r.log.Warn("child timed out", "timeout", sp.Timeout)
 		r.terminate(stopTimeout, "timed out after "+sp.Timeout.String(), sp.KillGrace)
+		r.log.Warn("child timed out", "timeout", sp.Timeout)
 	case sp.StallTimeout > 0 && now-r.lastOutput() >= int64(sp.StallTimeout):
-		r.log.Warn("child stalled: no output", "stall_timeout", sp.StallTimeout)
 		r.terminate(stopStall, "stalled: no output for "+sp.StallTimeout.String(), sp.KillGrace)
+		r.log.Warn("child stalled: no output", "stall_timeout", sp.StallTimeout)
 	default:
 		if sp.Timeout > 0 {
 			next = min(next, r.startNs+int64(sp.Timeout))
@@ -182,7 +182,8 @@ func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 	return min(next, hb.deadline), state
 }
 
-// fence kills the child of a run whose local deadline has passed. When even
+// fence kills the child of a run whose local deadline has passed, and only
+// then logs: nothing may stand between the deadline and the kill. When even
 // the lease is already over (the daemon was paused or starved past it),
 // another run of the task may have been running alongside, and the window
 // is reported.
@@ -190,13 +191,13 @@ func (s *Supervisor) fence(r *run, hb beatState, now int64) {
 	silent := time.Duration(now - hb.ackAt).Round(time.Millisecond)
 	if over := time.Duration(now - (hb.sentAt + int64(r.spec.Lease))); over > 0 {
 		over = over.Round(time.Millisecond)
+		r.kill(stopFenced, fmt.Sprintf("killed: lease expired %s before the child could be killed; runs may have overlapped", over))
 		r.log.Error("lease expired before the child could be killed (daemon paused or starved); another run of the task may have overlapped",
 			"silent", silent, "overlap_up_to", over)
-		r.kill(stopFenced, fmt.Sprintf("killed: lease expired %s before the child could be killed; runs may have overlapped", over))
 		return
 	}
-	r.log.Error("no heartbeat got through; killing the child before its lease expires", "silent", silent)
 	r.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
+	r.log.Error("no heartbeat got through; killed the child before its lease expires", "silent", silent)
 }
 
 // lastOutput is when the child last wrote, or when it started.
@@ -267,8 +268,8 @@ func (s *Supervisor) applyBeats(rep beatReply) bool {
 		case res.Err == nil:
 			r.acked(rep.sentAt, now, res)
 		case errors.Is(res.Err, lease.ErrLeaseLost):
-			r.log.Error("lease lost; killing the child's group", "error", res.Err)
 			r.kill(stopLeaseLost, "lease lost")
+			r.log.Error("lease lost; killed the child's group", "error", res.Err)
 		default:
 			r.log.Error("heartbeat", "error", res.Err)
 			r.retryBeat(now)
@@ -290,8 +291,8 @@ func (r *run) acked(sentAt, now int64, res lease.BeatResult) {
 	cancel := res.CancelRequested && r.reason == stopNone
 	r.mu.Unlock()
 	if cancel && !exited(r) {
-		r.log.Info("cancel requested; stopping the child", "grace", sp.KillGrace)
 		r.terminate(stopCancel, "cancelled", sp.KillGrace)
+		r.log.Info("cancel requested; stopping the child", "grace", sp.KillGrace)
 	}
 }
 

@@ -132,9 +132,9 @@ func (r *run) escalate() {
 		return
 	default:
 	}
-	r.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", r.killAfter)
 	r.wantKill = true
 	r.applyLocked()
+	r.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", r.killAfter)
 }
 
 func (r *run) signalLocked(sig syscall.Signal) {

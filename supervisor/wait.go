@@ -25,11 +25,11 @@ func (s *Supervisor) wait(r *run) {
 	select {
 	case <-r.outDone:
 	case <-time.After(PipeGrace):
-		r.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)
 		for _, p := range r.pipes {
 			p.SetReadDeadline(time.Now())
 		}
 		<-r.outDone
+		r.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)
 	}
 	r.reapGroup()
 	if held {
@@ -102,26 +102,16 @@ func exitOf(werr error) (code *int, sig string, other error) {
 	return nil, "", werr
 }
 
-// finish settles r (unless settle is false), then forgets it.
+// finish settles r (unless settle is false), forgets it, and only then
+// logs how it ended: a run waiting on log output would stay on the
+// heartbeat list and hold its slot.
 func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
-	log := r.log.With("outcome", st.Outcome, "summary", st.Summary)
-	if st.ExitCode != nil {
-		log = log.With("exit_code", *st.ExitCode)
-	}
-	if st.Signal != "" {
-		log = log.With("signal", st.Signal)
-	}
-	if !settle {
-		log.Warn("run ended without settling: its lease is lost")
-	} else {
+	var err error
+	if settle {
 		r.mu.Lock()
 		expires := r.hb.sentAt + int64(r.spec.Lease)
 		r.mu.Unlock()
-		if err := s.settle(st, expires); err != nil {
-			log.Error("settle run", "error", err)
-		} else {
-			log.Info("run settled")
-		}
+		err = s.settle(st, expires)
 	}
 	s.mu.Lock()
 	if s.runs[r.l.RunID] == r {
@@ -130,6 +120,21 @@ func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
 	s.mu.Unlock()
 	close(r.done)
 	s.poke()
+	log := r.log.With("outcome", st.Outcome, "summary", st.Summary)
+	if st.ExitCode != nil {
+		log = log.With("exit_code", *st.ExitCode)
+	}
+	if st.Signal != "" {
+		log = log.With("signal", st.Signal)
+	}
+	switch {
+	case !settle:
+		log.Warn("run ended without settling: its lease is lost")
+	case err != nil:
+		log.Error("settle run", "error", err)
+	default:
+		log.Info("run settled")
+	}
 	if s.cfg.OnDone != nil {
 		s.cfg.OnDone(r.spec.Agent)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/internal/logsink"
 	"github.com/qd-run/qd/internal/status"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/pg"
@@ -26,6 +28,7 @@ import (
 // daemon holds what `qd run` wires together.
 type daemon struct {
 	logger   hclog.Logger
+	logOut   *logsink.Writer
 	queue    *pg.Provider
 	sup      *supervisor.Supervisor
 	sched    *scheduler.Scheduler
@@ -45,7 +48,9 @@ type daemon struct {
 // runDaemon is the daemon, start to finish: config, logger, pool, provider,
 // supervisor, scheduler, socket, then one actor per component.
 func runDaemon(ctx context.Context, env *Env, conf *config.Config, url, note string) error {
-	logger := newLogger(env, conf)
+	logOut := logsink.New(env.Stderr, logsink.DefaultLines)
+	defer logOut.Close(2 * time.Second)
+	logger := newLogger(logOut, conf)
 	if note != "" {
 		logger.Info(note)
 	}
@@ -54,7 +59,7 @@ func runDaemon(ctx context.Context, env *Env, conf *config.Config, url, note str
 		return fmt.Errorf("pg.Open: %w", err)
 	}
 	defer queue.Close()
-	d := &daemon{logger: logger, queue: queue, conf: conf, started: time.Now(), instance: newInstance()}
+	d := &daemon{logger: logger, logOut: logOut, queue: queue, conf: conf, started: time.Now(), instance: newInstance()}
 	if err := d.checkSchema(ctx); err != nil {
 		return err
 	}
@@ -181,12 +186,13 @@ func secondSignal(sigs <-chan os.Signal, hurry chan<- struct{}, logger hclog.Log
 	}
 }
 
-func newLogger(env *Env, conf *config.Config) hclog.Logger {
+// newLogger logs to out, which must never block (see logsink).
+func newLogger(out io.Writer, conf *config.Config) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "qd",
 		Level:      hclog.LevelFromString(conf.LogLevel),
 		JSONFormat: conf.LogFormat == "json",
-		Output:     env.Stderr,
+		Output:     out,
 	})
 }
 

@@ -51,6 +51,8 @@ func (d *daemon) snapshot(ctx context.Context) status.Snapshot {
 	d.mu.Lock()
 	s.ConfigError = d.reloadErr
 	d.mu.Unlock()
+	s.LogLinesDropped = d.logOut.Dropped()
+	s.StateDir = status.StateDirStatus{Path: conf.StateDir}
 	next := d.sched.NextTicks()
 	for _, a := range conf.Agents {
 		s.Agents = append(s.Agents, status.AgentStatus{

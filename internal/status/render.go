@@ -36,6 +36,19 @@ func renderHeader(w io.Writer, s *Snapshot) {
 	if s.ConfigError != "" {
 		fmt.Fprintf(w, "config:\tlast reload failed, old config in force: %s\n", s.ConfigError)
 	}
+	if sd := s.StateDir; sd.Path != "" {
+		line := sd.Path
+		if sd.WriteError != "" {
+			line += fmt.Sprintf(" FAILING WRITES since %s: %s", sd.WriteErrorAt.Format(time.RFC3339), sd.WriteError)
+		}
+		if sd.IncompleteLogs > 0 {
+			line += fmt.Sprintf(" (%d incomplete run logs)", sd.IncompleteLogs)
+		}
+		fmt.Fprintf(w, "state dir:\t%s\n", line)
+	}
+	if s.LogLinesDropped > 0 {
+		fmt.Fprintf(w, "log:\t%d lines dropped: the daemon's stderr was not being read\n", s.LogLinesDropped)
+	}
 }
 
 func renderAgents(w io.Writer, agents []AgentStatus, now time.Time) {

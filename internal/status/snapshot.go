@@ -23,6 +23,24 @@ type Snapshot struct {
 	// ConfigError is the error of the last failed reload, empty when the
 	// configuration in force is the one last read.
 	ConfigError string `json:"config_error,omitempty"`
+	// LogLinesDropped counts the daemon's log lines dropped because its log
+	// output (stderr) was not being read; the daemon never waits for it.
+	LogLinesDropped uint64 `json:"log_lines_dropped"`
+	// StateDir is the daemon's state directory and whether writes to it
+	// (run logs) are failing.
+	StateDir StateDirStatus `json:"state_dir"`
+}
+
+// StateDirStatus reports the state directory. WriteError is the last
+// failed write of a run log (a full disk, say), empty once a later run's
+// log was written whole; IncompleteLogs counts the runs whose log file
+// lacks output since the daemon started (their output tail is on the run
+// row).
+type StateDirStatus struct {
+	Path           string    `json:"path"`
+	WriteError     string    `json:"write_error,omitempty"`
+	WriteErrorAt   time.Time `json:"write_error_at,omitzero"`
+	IncompleteLogs int       `json:"incomplete_logs"`
 }
 
 // DatabaseStatus says whether the daemon's last contact with the database

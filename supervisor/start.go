@@ -29,8 +29,19 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	}
 	if s.draining {
 		s.mu.Unlock()
-		go s.release(r)
+		go s.release(r, "supervisor shutdown")
 		return fmt.Errorf("start run %d: %w", l.RunID, ErrShuttingDown)
+	}
+	if late := time.Duration(s.mono() - r.hb.deadline); late >= 0 {
+		// The claim's answer came after the run's local deadline (it waited
+		// on a lock, or the network held the reply): the lease cannot be
+		// shown to still hold, so the child is never started.
+		s.mu.Unlock()
+		waited := time.Duration(r.startNs - r.hb.sentAt).Round(time.Millisecond)
+		go s.release(r, fmt.Sprintf("given back unstarted: the claim took %s, past the run's local lease deadline", waited))
+		r.log.Warn("claim answered after the run's local lease deadline; giving the task back unstarted, its attempt refunded",
+			"claim_took", waited, "lease", spec.Lease)
+		return nil
 	}
 	s.runs[l.RunID] = r
 	s.mu.Unlock()
@@ -45,18 +56,21 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	return nil
 }
 
-// release gives back a run that was never started because the supervisor
-// is shutting down. It calls the provider itself: the settler may be gone.
-func (s *Supervisor) release(r *run) {
+// release gives back a run that was never started, its attempt refunded:
+// the supervisor is shutting down, or the claim answered too late. It calls
+// the provider itself: the settler may be gone. A refusal as lease lost
+// leaves the run to the reaper, which changes nothing for a child that
+// never ran.
+func (s *Supervisor) release(r *run, summary string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := lease.Settlement{RunID: r.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: "supervisor shutdown"}
+	st := lease.Settlement{RunID: r.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
 	errs, err := s.cfg.Provider.Settle(ctx, st)
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
 	if err != nil {
-		r.log.Error("release run refused at shutdown", "error", err)
+		r.log.Error("give back unstarted run", "summary", summary, "error", err)
 	}
 }
 

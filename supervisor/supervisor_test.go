@@ -388,3 +388,42 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// Ensure a lease whose claim answered after the run's local deadline (the
+// claim waited on a lock) is given back unstarted: no child runs, the run
+// is abandoned with a summary that says why, and the attempt is refunded.
+func TestSupervisor_StartLateClaim(t *testing.T) {
+	t.Parallel()
+	h := MustHarness(t, nil)
+	marker := filepath.Join(t.TempDir(), "ran")
+	l := h.claim("{}", 4*time.Second)
+	spec := Spec{Agent: "agent", Command: []string{MustScript(t, "touch "+marker)},
+		Lease: 4 * time.Second, Claimed: time.Now().Add(-3500 * time.Millisecond)}
+	if err := h.s.Start(l, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	r := h.waitRun(l.RunID)
+	if r.State != lease.RunAbandoned || !strings.Contains(r.Summary, "given back unstarted") {
+		t.Errorf("run = %s %q, want abandoned and given back unstarted", r.State, r.Summary)
+	}
+	if task := h.task(l.TaskID); task.State != lease.TaskQueued || task.Attempts != 0 {
+		t.Errorf("task = %s with %d attempts, want queued with its attempt refunded", task.State, task.Attempts)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the child ran for a lease claimed too late")
+	}
+	if n := len(h.s.Snapshot()); n != 0 {
+		t.Errorf("%d runs live after the give-back, want none", n)
+	}
+
+	// A claim that answered in time still starts.
+	l2 := h.claim("{}", 4*time.Second)
+	spec.Claimed = time.Now().Add(-time.Second)
+	if err := h.s.Start(l2, spec); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if r := h.waitRun(l2.RunID); r.State != lease.RunCompleted {
+		t.Errorf("run claimed in time = %s %q, want completed", r.State, r.Summary)
+	}
+}

@@ -130,6 +130,9 @@ type Run struct {
 	Signal          string
 	Summary         string
 	OutputTail      string
+	// LogError says why the run's log file lacks output (a full disk), empty
+	// when the file holds all of it; OutputTail is then the best record.
+	LogError        string
 	CancelRequested bool
 	// Computed by the provider from its clock at read time, for live runs.
 	SilentSeconds float64
@@ -202,6 +205,8 @@ type Settlement struct {
 	// Refund gives back the attempt of an abandoned run (graceful shutdown),
 	// so it does not count toward MaxAttempts.
 	Refund bool
+	// LogError, when set, marks the run's log file incomplete and says why.
+	LogError string
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.

@@ -171,6 +171,13 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 	if len(ids) == 0 {
 		return errs, nil
 	}
+	var logIDs []int64
+	var logErrs, logOutcomes []string
+	for _, i := range idx {
+		if e := ss[i].LogError; e != "" {
+			logIDs, logErrs, logOutcomes = append(logIDs, ss[i].RunID), append(logErrs, e), append(logOutcomes, string(ss[i].Outcome))
+		}
+	}
 	status := make(map[int64]string, len(ids))
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8)`),
@@ -188,6 +195,12 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 				}
 				return rows.Err()
 			})
+		if len(logIDs) > 0 {
+			// Marks only the runs that now have the outcome settled here.
+			b.Queue(p.sql(`UPDATE {{schema}}.runs r SET log_error = x.e
+				FROM unnest($1::bigint[], $2::text[], $3::text[]) AS x(id, e, outcome)
+				WHERE r.id = x.id AND r.state = x.outcome`), logIDs, logErrs, logOutcomes)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("settle: %w", mapErr(err))

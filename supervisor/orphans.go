@@ -127,12 +127,14 @@ func (s *Supervisor) record(r *run) {
 		j.path = journalPath(s.cfg.StateDir)
 		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 		if err != nil {
+			s.stateDir.failed(err, false)
 			r.log.Error("write child record", "error", err)
 			return
 		}
 		j.f, j.live, j.lines = f, map[int64]string{}, 0
 	}
 	if _, err := j.f.WriteString(line); err != nil {
+		s.stateDir.failed(err, false)
 		r.log.Error("write child record", "file", j.path, "error", err)
 		return
 	}

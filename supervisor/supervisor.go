@@ -114,6 +114,7 @@ type Supervisor struct {
 	drainDone chan struct{}
 
 	journal  journal // child records, see record
+	stateDir stateDirHealth
 	selfOnce sync.Once
 	boot     string // see self
 	start    uint64

@@ -35,13 +35,26 @@ func (s *Supervisor) wait(r *run) {
 	if held {
 		werr = r.cmd.Wait()
 	}
-	closeAll(r.logFile, r.stdin, r.pipes[0], r.pipes[1])
-	s.unrecord(r)
-	if r.out.logErr != nil {
-		r.log.Error("write run log", "error", r.out.logErr)
+	logErr := r.out.logErr
+	if r.logFile != nil {
+		if err := r.logFile.Close(); err != nil && logErr == nil {
+			logErr = fmt.Errorf("close run log: %w", err)
+		}
 	}
+	closeAll(nil, r.stdin, r.pipes[0], r.pipes[1])
+	s.unrecord(r)
 	st, settle := r.settlement(werr)
+	switch {
+	case logErr != nil:
+		st.LogError = bound(logErr.Error())
+		s.stateDir.failed(logErr, true)
+	case r.logFile != nil:
+		s.stateDir.wrote()
+	}
 	s.finish(r, st, settle)
+	if logErr != nil {
+		r.log.Error("run log incomplete; its output tail is stored on the run", "error", logErr)
+	}
 }
 
 // settlement decides how the run ended; settle is false when the lease is

@@ -52,7 +52,8 @@ func (d *daemon) snapshot(ctx context.Context) status.Snapshot {
 	s.ConfigError = d.reloadErr
 	d.mu.Unlock()
 	s.LogLinesDropped = d.logOut.Dropped()
-	s.StateDir = status.StateDirStatus{Path: conf.StateDir}
+	h := d.sup.StateDirHealth()
+	s.StateDir = status.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs}
 	next := d.sched.NextTicks()
 	for _, a := range conf.Agents {
 		s.Agents = append(s.Agents, status.AgentStatus{

@@ -19,7 +19,9 @@ var logsCommand = &command{
 	usage:   "RUN [--follow]",
 	help: `Prints the run's log file (<state_dir>/runs/<run>.log, state_dir from the
 config) when it is on this machine; otherwise the tail of the output stored on
-the run row. A line on stderr says which one is shown. --follow keeps printing
+the run row. A line on stderr says which one is shown. When the daemon could
+not write the whole log (a full disk), the run says so and why, and the file
+is followed by a marker line and the stored tail. --follow keeps printing
 the log file as it grows until the run ends; without a log file it waits for
 the run to end and prints the stored tail.`,
 	db:    true,
@@ -52,6 +54,9 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 				fmt.Fprintf(env.Stderr, "qd: run %d: log file %s\n", id, path)
 				return copyLog(ctx, env, prov, f, id, *follow && r.State == lease.RunRunning)
 			}
+		}
+		if r.LogError != "" {
+			return incompleteLog(env, r, path)
 		}
 		if *follow && r.State == lease.RunRunning {
 			// The daemon creates a run's log file with its first output.
@@ -89,26 +94,40 @@ func runLogPath(stateDir string, runID int64) string {
 }
 
 // copyLog prints f; when following, it keeps printing what is appended
-// until the run is no longer running and the file has no more.
+// until the run is no longer running and the file has no more. A run whose
+// log file is incomplete ends with its stored tail (see incompleteLog).
 func copyLog(ctx context.Context, env *Env, prov lease.Provider, f *os.File, id int64, follow bool) error {
 	for {
 		if _, err := io.Copy(env.Stdout, f); err != nil {
 			return fmt.Errorf("read log of run %d: %w", id, err)
 		}
-		if !follow {
-			return nil
-		}
 		r, err := prov.Run(ctx, id)
 		if err != nil {
 			return err
 		}
-		follow = r.State == lease.RunRunning // one more copy after the end
-		if follow {
+		if follow = follow && r.State == lease.RunRunning; follow { // one more copy after the end
 			if err := sleepOrDone(ctx, pollEvery); err != nil {
 				return err
 			}
+			continue
 		}
+		if r.LogError != "" {
+			return incompleteLog(env, r, f.Name())
+		}
+		return nil
 	}
+}
+
+// incompleteLog says on stderr that the run's log file lacks output and
+// why, then prints the output tail stored on the run, after a marker line
+// when some of the file was printed before it.
+func incompleteLog(env *Env, r lease.Run, path string) error {
+	fmt.Fprintf(env.Stderr, "qd: run %d: log file %s is incomplete (%s); showing the output tail stored on the run\n", r.ID, path, r.LogError)
+	if _, err := fmt.Fprintf(env.Stdout, "\n[qd: log file incomplete: %s; the last %d bytes of output, stored on the run, follow]\n", r.LogError, len(r.OutputTail)); err != nil {
+		return err
+	}
+	_, err := io.WriteString(env.Stdout, r.OutputTail)
+	return err
 }
 
 // waitLogOrEnd waits until the run's log file at path appears, or the run

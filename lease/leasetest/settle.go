@@ -155,6 +155,32 @@ func testSettleAbandonRefund(t *testing.T, p lease.Provider) {
 	}
 }
 
+// Ensure a settlement that marks the run's log file incomplete is kept on
+// the run, that one that does not leaves it empty, and that a refused
+// (stale) settlement marks nothing.
+func testSettleLogError(t *testing.T, p lease.Provider) {
+	const why = "write run log: no space left on device"
+	mustEnqueue(t, p, task("logerr", "a"))
+	mustEnqueue(t, p, task("logerr", "a"))
+	l := MustClaim(t, p, claimIn("logerr"))
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "ok", OutputTail: "tail\n", LogError: why})
+	if r := MustRun(t, p, l.RunID); r.LogError != why || r.OutputTail != "tail\n" {
+		t.Errorf("run settled with a log error: LogError %q tail %q, want %q and the tail", r.LogError, r.OutputTail, why)
+	}
+	errs, err := p.Settle(context.Background(), lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: "late", LogError: "other"})
+	if err != nil || len(errs) != 1 || !errors.Is(errs[0], lease.ErrLeaseLost) {
+		t.Fatalf("stale settlement: %v %v, want ErrLeaseLost", errs, err)
+	}
+	if r := MustRun(t, p, l.RunID); r.LogError != why {
+		t.Errorf("a refused settlement changed LogError to %q", r.LogError)
+	}
+	l = MustClaim(t, p, claimIn("logerr"))
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "ok"})
+	if r := MustRun(t, p, l.RunID); r.LogError != "" {
+		t.Errorf("run settled whole: LogError %q, want empty", r.LogError)
+	}
+}
+
 // Ensure cancelling a queued task ends it at once, and that only done and
 // failed tasks refuse a cancel.
 func testCancelQueued(t *testing.T, p lease.Provider) {

@@ -108,6 +108,7 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 	}
 	r.Signal = s.Signal
 	r.OutputTail = s.OutputTail
+	r.LogError = s.LogError
 	delete(p.live, r.ID)
 
 	t := p.tasks[r.TaskID]

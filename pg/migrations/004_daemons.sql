@@ -1,5 +1,6 @@
 -- qd queue schema, version 4: a restarted daemon abandons only the runs of
--- the earlier incarnations it proved gone, and daemons register their name.
+-- the earlier incarnations it proved gone, daemons register their name, and
+-- a run records why its log file is incomplete.
 --
 -- abandon_owner used to abandon every running run of an owner held by any
 -- other instance, which also took the live runs of a second daemon started
@@ -41,3 +42,7 @@ CREATE TABLE {{schema}}.daemons (
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     seen_at    timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+-- Why the run's log file lacks output (a full state disk, say); NULL when
+-- the file holds all of it. qd logs then shows the stored output tail.
+ALTER TABLE {{schema}}.runs ADD COLUMN log_error text;

@@ -1,6 +1,7 @@
 // Package lease defines qd's queue: its domain types, the Provider interface
-// every backend implements, the errors callers branch on, and Open, which
-// picks a backend by URL scheme alone.
+// every backend implements, the errors callers branch on, and Redact, which
+// hides the password of a database URL. It imports the standard library
+// only, and no backend: package backend picks one by the URL's scheme.
 //
 // # Model
 //

@@ -106,19 +106,3 @@ func TestOpen_Errors(t *testing.T) {
 		t.Errorf("Ping of an unreachable database: %v; want an error without the password", err)
 	}
 }
-
-// Ensure lease.Open reaches this provider for both schemes.
-func TestOpen_Registered(t *testing.T) {
-	u, schema := MustSchemaURL(t, nil)
-	for _, scheme := range []string{"postgres", "postgresql"} {
-		lp, err := lease.Open(context.Background(), scheme+strings.TrimPrefix(u, "postgres"))
-		if err != nil {
-			t.Fatalf("lease.Open %s: %v", scheme, err)
-		}
-		p, ok := lp.(*pg.Provider)
-		if !ok || p.Schema() != schema {
-			t.Errorf("lease.Open %s: got %T, want *pg.Provider on schema %s", scheme, lp, schema)
-		}
-		lp.Close()
-	}
-}

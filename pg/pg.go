@@ -51,14 +51,6 @@ type Provider struct {
 
 var _ lease.Provider = (*Provider)(nil)
 
-func init() {
-	open := func(ctx context.Context, rawURL string) (lease.Provider, error) {
-		return Open(ctx, rawURL, hclog.NewNullLogger())
-	}
-	lease.Register("postgres", open)
-	lease.Register("postgresql", open)
-}
-
 // Open connects a pool to the database at rawURL. The query parameter
 // schema=NAME selects the schema (default qd); every other parameter goes
 // to pgx. Open checks the schema version once but never migrates: while

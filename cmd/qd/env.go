@@ -6,9 +6,9 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/qd-run/qd/backend"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
-	_ "github.com/qd-run/qd/pg" // registers postgres:// and postgresql://
 )
 
 // Env is what a command may use of the outside world.
@@ -40,7 +40,7 @@ func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := lease.Open(ctx, url)
+	p, err := backend.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}

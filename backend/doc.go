@@ -1,0 +1,12 @@
+// Package backend opens the queue a URL names. The URL's scheme is the only
+// selection mechanism: one switch in Open maps each supported scheme to its
+// backend package, and refuses the schemes of backends that were weighed
+// and declined (see DecisionRecord). There is no registry and no config
+// file.
+//
+// backend is the one package that imports the backends (pg); it hands them
+// out as lease.Provider. Neither lease nor a backend may import backend,
+// and backend holds no queue logic of its own. The in-memory provider
+// (lease/memlease) has no scheme: it exists for tests, which construct it
+// directly.
+package backend

@@ -9,6 +9,7 @@ import (
 	"github.com/qd-run/qd/backend"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
 )
 
 // Env is what a command may use of the outside world.
@@ -73,18 +74,7 @@ func (e *Env) URL() (string, error) {
 	if conf.Database != "" {
 		return conf.Database, nil
 	}
-	return psqlURL(e.Getenv), nil
-}
-
-// psqlURL names the database qd (or $PGDATABASE) on the server psql would
-// reach: pgx fills host, port and user from PGHOST, PGPORT and PGUSER, and
-// without PGHOST uses the local unix socket (/var/run/postgresql, /tmp).
-func psqlURL(getenv func(string) string) string {
-	db := getenv("PGDATABASE")
-	if db == "" {
-		db = "qd"
-	}
-	return "postgres:///" + db
+	return pg.LocalURL(e.Getenv), nil
 }
 
 // Config loads the config file: --config or $QD_CONFIG (which must exist),

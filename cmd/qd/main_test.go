@@ -130,19 +130,6 @@ func TestRelTime(t *testing.T) {
 	}
 }
 
-// Ensure the database URL falls back like psql when nothing names one.
-func TestPsqlURL(t *testing.T) {
-	env := map[string]string{}
-	getenv := func(k string) string { return env[k] }
-	if got := psqlURL(getenv); got != "postgres:///qd" {
-		t.Errorf("got %q, want postgres:///qd", got)
-	}
-	env["PGDATABASE"] = "jobs"
-	if got := psqlURL(getenv); got != "postgres:///jobs" {
-		t.Errorf("got %q, want postgres:///jobs", got)
-	}
-}
-
 // mainResult runs Main with no database behind the URL: a command that gets
 // as far as opening one fails with exit 1 and "unknown scheme".
 func mainResult(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

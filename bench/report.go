@@ -156,7 +156,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	e := r.Environment
-	fmt.Fprintf(&b, "qd bench, size %s, %s, %.0f s\n", r.Size, r.Started.UTC().Format(time.RFC3339), r.Seconds)
+	fmt.Fprintf(&b, "qdbench, size %s, %s, %.0f s\n", r.Size, r.Started.UTC().Format(time.RFC3339), r.Seconds)
 	fmt.Fprintf(&b, "%s; %d CPUs; synchronous_commit=%s shared_buffers=%s autovacuum=%s; %s; %.1f s per measurement\n",
 		e.Postgres, e.CPUs, e.SynchronousCommit, e.SharedBuffers, e.Autovacuum, e.GoVersion, e.MeasureSeconds)
 	if e.LoadBefore != "" {

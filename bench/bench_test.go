@@ -154,3 +154,11 @@ func checkFigure(t *testing.T, r *bench.Report, section string, f bench.Figure) 
 		t.Errorf("%s / %s / %s: ratio %v of base %v, want %v / %v", section, f.Case, f.Metric, f.Ratio.Value, f.Ratio.Base, f.Value, base.Value)
 	}
 }
+
+// Ensure Run refuses to start without a qd binary to run as the daemon.
+func TestRun_NoQD(t *testing.T) {
+	r, err := bench.Run(context.Background(), bench.Options{DatabaseURL: "postgres:///unused"})
+	if r != nil || err == nil || !strings.Contains(err.Error(), "Options.QD") {
+		t.Errorf("Run without QD = %v, %v; want no report and an error naming Options.QD", r, err)
+	}
+}

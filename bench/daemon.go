@@ -32,29 +32,13 @@ type daemonProc struct {
 	waitErr error // set before done is closed
 }
 
-// qdBinary is the program started as the daemon: Options.QD, or this
-// program itself (qd bench runs inside the qd binary).
-func (b *runner) qdBinary() (string, error) {
-	if b.o.QD != "" {
-		return b.o.QD, nil
-	}
-	p, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find the qd binary to run as the daemon: %w", err)
-	}
-	return p, nil
-}
-
 // startDaemon writes a config of the bench's settings plus body (agent
 // blocks), starts `qd run` on it with QD_DATABASE_URL set to dbURL, and
 // waits until its status socket answers. The daemon is put in a process
 // group of its own and killed by the kernel if the bench dies; its
 // children die with it (the supervisor sets their parent-death signal).
 func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*daemonProc, error) {
-	bin, err := b.qdBinary()
-	if err != nil {
-		return nil, err
-	}
+	bin := b.o.QD
 	// Short paths: a unix socket path must fit in 104 bytes.
 	dir, err := os.MkdirTemp("", "qd-bench-")
 	if err != nil {

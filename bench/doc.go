@@ -28,11 +28,15 @@
 //     queue costs PostgreSQL (transactions per tick) and the machine (CPU,
 //     memory), and its memory with 200 live children.
 //
-// The e2e and idle parts start the qd binary (Options.QD, else this
-// program) as a daemon with a config of their own in a temporary
-// directory, against a database of their own (qd_bench_<random>_<part>)
-// so that the server's counters for it count the daemon alone; they stop
-// the daemons and drop the databases when they end, on error too.
+// The e2e and idle parts start the qd binary that Options.QD names as a
+// daemon, with a config of their own in a temporary directory, against a
+// database of their own (qd_bench_<random>_<part>) so that the server's
+// counters for it count the daemon alone; they stop the daemons and drop
+// the databases when they end, on error too.
+//
+// The command cmd/qdbench runs the bench. The qd binary must not import
+// this package: the bench measures the daemon from outside, as a program
+// it starts, and is not linked into it.
 //
 // A Report is a list of sections; later parts of the bench add their own
 // sections without changing these. Its JSON field names are stable.

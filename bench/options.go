@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,8 +22,9 @@ type Options struct {
 	Duration time.Duration
 	// Logger receives progress; nil discards it.
 	Logger hclog.Logger
-	// QD is the qd binary the end-to-end and idle parts start as a daemon
-	// (`qd run`); empty means this program itself, as in `qd bench`.
+	// QD is the path of the qd binary the end-to-end and idle parts start
+	// as a daemon (`qd run`). It is required: the bench is not linked into
+	// qd, so it has no daemon of its own to run.
 	QD string
 	// ID names this run's schemas and databases (qd_bench_<ID>_<part>);
 	// empty means a random one.
@@ -73,6 +75,9 @@ var scales = map[string]scale{
 func Sizes() []string { return []string{"small", "full"} }
 
 func (o Options) scale() (scale, error) {
+	if o.QD == "" {
+		return scale{}, errors.New("bench: Options.QD names no qd binary to run as the daemon")
+	}
 	name := o.Size
 	if name == "" {
 		name = "small"

@@ -36,7 +36,6 @@ var commands = []*command{
 	daemonCommand,
 	statusCommand,
 	versionCommand,
-	benchCommand,
 }
 
 // command is one subcommand of qd.

@@ -18,7 +18,9 @@
 database = "postgres://qd@localhost:5432/qd?sslmode=disable"
 
 # Name of this supervisor, recorded as the owner of its runs. Two daemons
-# sharing a database need different names. Default: the host name.
+# sharing a database need different names: a daemon whose name another
+# living daemon holds refuses to start and names it (host, pid, state_dir).
+# Default: the host name, so two daemons on one host must set it.
 # name = "build-host-1"
 
 # Status socket, for `qd status`. Unix socket paths are limited to 104

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qd-run/qd/internal/status"
+	"github.com/qd-run/qd/api"
 )
 
 // daemonProc is a `qd run` process the bench started, with its config,
@@ -120,11 +120,11 @@ func (p *daemonProc) ready(ctx context.Context) error {
 	}
 }
 
-// fetch asks the daemon for its status.
-func (p *daemonProc) fetch(ctx context.Context) (*status.Snapshot, error) {
+// fetch asks the daemon for its api.
+func (p *daemonProc) fetch(ctx context.Context) (*api.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return status.Fetch(ctx, p.socket)
+	return api.Client{Path: p.socket}.Status(ctx)
 }
 
 // pid is the daemon's process id.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qd-run/qd/internal/status"
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/testkit"
 )
 
@@ -121,7 +121,7 @@ func TestLog_BlockedStderr(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	snap, err := status.Fetch(ctx, a.Socket)
+	snap, err := api.Client{Path: a.Socket}.Status(ctx)
 	cancel()
 	if err != nil {
 		t.Fatalf("status while stderr is blocked: %v", err)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qd-run/qd/internal/status"
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/testkit"
 )
 
@@ -140,7 +140,7 @@ func TestSocket_ModeDuringBind(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "the socket to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := status.Fetch(ctx, sock)
+		_, err := api.Client{Path: sock}.Status(ctx)
 		return err == nil
 	})
 	close(stop)

@@ -110,7 +110,7 @@ func writeLanes(env *Env, lanes []lease.Lane) error {
 		if l.Paused {
 			paused = "yes"
 		}
-		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relTime(l.OldestQueued, now))
+		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relative(l.OldestQueued, now))
 	}
 	return t.flush()
 }

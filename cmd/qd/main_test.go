@@ -110,26 +110,6 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
-// Ensure relative times read naturally both ways.
-func TestRelTime(t *testing.T) {
-	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		t    time.Time
-		want string
-	}{
-		{time.Time{}, "-"},
-		{now.Add(-3 * time.Minute), "3m ago"},
-		{now.Add(10 * time.Second), "in 10s"},
-		{now.Add(-90 * time.Minute), "1h30m ago"},
-		{now.Add(-50 * time.Hour), "2d2h ago"},
-	}
-	for _, tt := range tests {
-		if got := relTime(tt.t, now); got != tt.want {
-			t.Errorf("relTime(%v) = %q, want %q", tt.t, got, tt.want)
-		}
-	}
-}
-
 // mainResult runs Main with no database behind the URL: a command that gets
 // as far as opening one fails with exit 1 and "unknown scheme".
 func mainResult(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {

@@ -50,37 +50,43 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// relTime shows t relative to now: "3m ago", "in 10s", "-" when zero.
-func relTime(t, now time.Time) string {
+// relative says when t is from now: "in 12s", "3m ago", "now", or "-" for
+// the zero time.
+func relative(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := now.Sub(t)
-	if d >= 0 {
-		if d < time.Second {
-			return "now"
-		}
-		return shortDuration(d) + " ago"
-	}
-	return "in " + shortDuration(-d)
-}
-
-// shortDuration renders d with at most two units: "45s", "3m20s", "2h5m",
-// "3d4h".
-func shortDuration(d time.Duration) string {
-	s := int64(d.Round(time.Second) / time.Second)
+	d := t.Sub(now)
 	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return twoUnits(s/60, "m", s%60, "s")
-	case s < 86400:
-		return twoUnits(s/3600, "h", s%3600/60, "m")
+	case d > -time.Second && d < time.Second:
+		return "now"
+	case d > 0:
+		return "in " + duration(d)
 	}
-	return twoUnits(s/86400, "d", s%86400/3600, "h")
+	return duration(-d) + " ago"
 }
 
-func twoUnits(a int64, au string, b int64, bu string) string {
+// duration formats d with its two largest units, rounded down: "45s",
+// "3m4s", "1h2m", "2d3h". A zero second part is left out ("3m"). Every
+// duration qd prints (status, runs, tasks, lanes) goes through it.
+func duration(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	secs := int64(d / time.Second)
+	const minute, hour, day = 60, 3600, 86400
+	switch {
+	case secs < minute:
+		return fmt.Sprintf("%ds", secs)
+	case secs < hour:
+		return pair(secs/minute, "m", secs%minute, "s")
+	case secs < day:
+		return pair(secs/hour, "h", secs%hour/minute, "m")
+	}
+	return pair(secs/day, "d", secs%day/hour, "h")
+}
+
+func pair(a int64, au string, b int64, bu string) string {
 	if b == 0 {
 		return fmt.Sprintf("%d%s", a, au)
 	}

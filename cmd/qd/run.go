@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/config"
 )
 
@@ -38,14 +39,15 @@ daemon runs with the defaults and no agents, and says where it looked.
 			}
 			if *check {
 				fmt.Fprintf(env.Stdout, "%s: ok: %d agents, %d periodic schedules\n",
-					configName(conf), len(conf.Agents), len(conf.Periodics))
+					conf.Source(), len(conf.Agents), len(conf.Periodics))
 				return nil
 			}
 			url, err := env.URL()
 			if err != nil {
 				return err
 			}
-			return runDaemon(ctx, env, conf, url, note)
+			return daemon.Run(ctx, daemon.Options{Config: conf, URL: url, Stderr: env.Stderr,
+				Note: note, Version: Version(), Signals: daemonSignals})
 		}
 	},
 }
@@ -88,11 +90,4 @@ func configError(err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	return err
-}
-
-func configName(c *config.Config) string {
-	if c.Path == "" {
-		return "defaults"
-	}
-	return c.Path
 }

@@ -106,7 +106,7 @@ func writeRunTable(env *Env, runs []lease.Run) error {
 	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "SUMMARY")
 	for _, r := range runs {
 		tb.row(strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.TaskID, 10), strconv.Itoa(r.Attempt),
-			r.Owner, runState(r), relTime(r.StartedAt, now), runDuration(r, now), exitText(r),
+			r.Owner, runState(r), relative(r.StartedAt, now), runDuration(r, now), exitText(r),
 			silence(r), truncate(r.Summary, 60))
 	}
 	return tb.flush()
@@ -129,7 +129,7 @@ func runDuration(r lease.Run, now time.Time) string {
 	if end.IsZero() {
 		end = now
 	}
-	return shortDuration(end.Sub(r.StartedAt))
+	return duration(end.Sub(r.StartedAt))
 }
 
 func exitText(r lease.Run) string {
@@ -146,5 +146,5 @@ func silence(r lease.Run) string {
 	if r.State != lease.RunRunning {
 		return "-"
 	}
-	return shortDuration(time.Duration(r.SilentSeconds * float64(time.Second)))
+	return duration(time.Duration(r.SilentSeconds * float64(time.Second)))
 }

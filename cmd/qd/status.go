@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qd-run/qd/internal/status"
+	"github.com/qd-run/qd/api"
 )
 
 var statusCommand = &command{
@@ -53,14 +53,14 @@ daemon answers, the message names the socket it tried and the exit code is 1.
 func showStatus(ctx context.Context, env *Env, path string, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := status.Fetch(ctx, path)
+	snap, err := api.Client{Path: path}.Status(ctx)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		return writeJSON(env.Stdout, snap)
 	}
-	return status.Render(env.Stdout, snap, time.Now())
+	return renderStatus(env.Stdout, snap, time.Now())
 }
 
 func watchStatus(ctx context.Context, env *Env, path string, every time.Duration) error {

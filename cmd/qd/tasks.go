@@ -110,7 +110,7 @@ func writeTasks(env *Env, tasks []lease.Task) error {
 	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE")
 	for _, t := range tasks {
 		tb.row(strconv.FormatInt(t.ID, 10), t.Lane, t.Agent, string(t.State), strconv.Itoa(t.Priority),
-			fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), nextRun(t, now), relTime(t.CreatedAt, now))
+			fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), nextRun(t, now), relative(t.CreatedAt, now))
 	}
 	return tb.flush()
 }
@@ -123,7 +123,7 @@ func nextRun(t lease.Task, now time.Time) string {
 	if !t.RunAfter.After(now) {
 		return "now"
 	}
-	return relTime(t.RunAfter, now)
+	return relative(t.RunAfter, now)
 }
 
 func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
@@ -174,8 +174,8 @@ func writeTaskDetail(env *Env, t lease.Task) {
 	if t.DedupeKey != "" {
 		tb.row("key", t.DedupeKey)
 	}
-	tb.row("created", relTime(t.CreatedAt, now))
-	tb.row("finished", relTime(t.FinishedAt, now))
+	tb.row("created", relative(t.CreatedAt, now))
+	tb.row("finished", relative(t.FinishedAt, now))
 	tb.flush()
 	fmt.Fprintf(env.Stdout, "payload:\n")
 	var pretty bytes.Buffer

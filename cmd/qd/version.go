@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 )
 
 var versionCommand = &command{
@@ -20,4 +21,29 @@ var versionCommand = &command{
 			return nil
 		}
 	},
+}
+
+// version is set at build time with -ldflags "-X main.version=..."; when it
+// is not, Version falls back to the module version `go install` records.
+var version = ""
+
+// Version returns qd's version: the linked-in one, else the module's, else
+// "devel" with the VCS revision when the build recorded one.
+func Version() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "devel-" + s.Value[:12]
+		}
+	}
+	return "devel"
 }

@@ -24,9 +24,6 @@ const (
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
 	DefaultCatchUp       = CatchUpSkip
-	// MaxSocketPath is the longest unix socket path accepted: the size of
-	// sun_path on macOS and the BSDs (Linux allows 108).
-	MaxSocketPath = 104
 )
 
 // What a periodic schedule does about ticks missed while no daemon ran.
@@ -159,4 +156,12 @@ func defaultStateDir(getenv func(string) string, uid int) string {
 		return filepath.Join(os.TempDir(), fmt.Sprintf("qd-%d", uid), "state")
 	}
 	return filepath.Join(home, ".local", "state", "qd")
+}
+
+// Source names where c came from: its file, or "defaults".
+func (c *Config) Source() string {
+	if c.Path == "" {
+		return "defaults"
+	}
+	return c.Path
 }

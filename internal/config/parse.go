@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/gocty"
+
+	"github.com/qd-run/qd/api"
 )
 
 var rootSchema = &hcl.BodySchema{
@@ -106,12 +108,12 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 		d.at(line(a), "", "name %q must be non-empty, printable and at most 200 bytes", c.Name)
 	}
 	d.path(attrs, "socket", "", &c.Socket)
-	if len(c.Socket) > MaxSocketPath {
-		what := "socket path"
+	if err := api.CheckSocketPath(c.Socket); err != nil {
+		what := ""
 		if _, ok := attrs["socket"]; !ok {
-			what = "default socket path (set socket to a shorter one)"
+			what = "the default socket (set socket to a shorter path): "
 		}
-		d.at(lineOr(attrs, "socket", 1), "", "%s %s is %d bytes, longer than the %d-byte limit of unix socket paths", what, c.Socket, len(c.Socket), MaxSocketPath)
+		d.at(lineOr(attrs, "socket", 1), "", "%s%v", what, err)
 	}
 	d.path(attrs, "state_dir", "", &c.StateDir)
 	d.oneOf(attrs, "log_level", "", &c.LogLevel, "trace", "debug", "info", "warn", "error")

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qd-run/qd/internal/status"
+	"github.com/qd-run/qd/api"
 )
 
 // Daemon is a `qd run` process started by a test.
@@ -97,7 +97,7 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := status.Fetch(ctx, d.Socket)
+		_, err := api.Client{Path: d.Socket}.Status(ctx)
 		cancel()
 		if err == nil {
 			return d
@@ -172,11 +172,11 @@ func (d *Daemon) Kill() {
 }
 
 // Status fetches the daemon's status snapshot.
-func (d *Daemon) Status(tb testing.TB) *status.Snapshot {
+func (d *Daemon) Status(tb testing.TB) *api.Snapshot {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := status.Fetch(ctx, d.Socket)
+	s, err := api.Client{Path: d.Socket}.Status(ctx)
 	if err != nil {
 		tb.Fatalf("status of %s: %v", d.Name, err)
 	}

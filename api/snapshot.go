@@ -1,4 +1,4 @@
-package status
+package api
 
 import "time"
 
@@ -8,8 +8,8 @@ import "time"
 //
 // Durations named *_seconds are computed by the daemon when it builds the
 // snapshot. Those that concern leases (lease_left_seconds, silent_seconds)
-// come from the database clock, never from a comparison of the host clock
-// with a database timestamp.
+// are the daemon's own view on its monotonic clock, never a comparison of
+// the host clock with a database timestamp; see RunStatus.
 type Snapshot struct {
 	Supervisor    string         `json:"supervisor"`
 	Version       string         `json:"version"`
@@ -71,17 +71,21 @@ type RunStatus struct {
 	StartedAt time.Time `json:"started_at"`
 	// AgeSeconds is how long the run has been going.
 	AgeSeconds float64 `json:"age_seconds"`
-	// SilentSeconds is the time since the last heartbeat reached the
-	// database.
+	// SilentSeconds is the time since the answer to the last heartbeat
+	// arrived, on the daemon's monotonic clock.
 	SilentSeconds float64 `json:"silent_seconds"`
 	// LastOutputAt is when the child last wrote to stdout or stderr;
 	// absent when it has written nothing yet.
 	LastOutputAt time.Time `json:"last_output_at,omitzero"`
 	// OutputSilentSeconds is the time since the child last wrote output,
 	// or since it started when it has written nothing.
-	OutputSilentSeconds float64   `json:"output_silent_seconds"`
-	LeaseExpiresAt      time.Time `json:"lease_expires_at"`
-	LeaseLeftSeconds    float64   `json:"lease_left_seconds"`
+	OutputSilentSeconds float64 `json:"output_silent_seconds"`
+	// LeaseExpiresAt is the end of the lease by the database's clock.
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// LeaseLeftSeconds is the time to the end of the lease as the daemon
+	// counts it, from when the last successful heartbeat was sent (so never
+	// later than LeaseExpiresAt); 0 once it is over.
+	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
 }
 
 // LaneStatus describes one lane's limit and queue depth.

@@ -1,4 +1,4 @@
-package status
+package api
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func exampleKeys(v any, prefix string, into map[string]bool) {
 func TestDocs_StatusExample(t *testing.T) {
 	// Ensure the JSON example in docs/status.md decodes into a Snapshot
 	// without unknown fields and shows every field a Snapshot has.
-	doc, err := os.ReadFile("../../docs/status.md")
+	doc, err := os.ReadFile("../docs/status.md")
 	if err != nil {
 		t.Fatal(err)
 	}

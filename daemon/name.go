@@ -1,7 +1,8 @@
-package main
+package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -17,6 +18,31 @@ const (
 	nameEvery = 15 * time.Second
 	nameStale = time.Minute
 )
+
+// nameRegistry is a queue that records which daemon holds each name (pg).
+type nameRegistry interface {
+	ClaimName(ctx context.Context, d pg.Daemon, takeOver string, stale time.Duration) (pg.Daemon, bool, error)
+	TouchName(ctx context.Context, name, instance string) (bool, error)
+	ReleaseName(ctx context.Context, name, instance string) error
+}
+
+// firstClaimName claims the daemon's name at start. It fails only when
+// another living daemon holds it; when the database cannot be reached the
+// claim is left to keepName, and named is false.
+func (d *daemon) firstClaimName(ctx context.Context) (named bool, err error) {
+	if d.names == nil || d.dbError() != "" {
+		return false, nil
+	}
+	var inUse *errNameInUse
+	switch err := d.claimName(ctx); {
+	case errors.As(err, &inUse):
+		return false, err
+	case err != nil:
+		d.logger.Warn("could not record this daemon's name; will keep trying", "error", err)
+		return false, nil
+	}
+	return true, nil
+}
 
 // errNameInUse: another living daemon holds this daemon's name.
 type errNameInUse struct {
@@ -37,7 +63,7 @@ func (d *daemon) me() pg.Daemon {
 	host, _ := os.Hostname()
 	boot, start := supervisor.Identity()
 	return pg.Daemon{Name: conf.Name, Instance: d.instance, Host: host, PID: os.Getpid(), BootID: boot,
-		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: Version()}
+		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: d.version}
 }
 
 // claimName records that this daemon holds its name. A holder is taken
@@ -48,15 +74,15 @@ func (d *daemon) claimName(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	me := d.me()
-	holder, ok, err := d.queue.ClaimName(ctx, me, "", nameStale)
+	holder, ok, err := d.names.ClaimName(ctx, me, "", nameStale)
 	if err == nil && !ok && d.gone(holder, me.Host) {
-		holder, ok, err = d.queue.ClaimName(ctx, me, holder.Instance, nameStale)
+		holder, ok, err = d.names.ClaimName(ctx, me, holder.Instance, nameStale)
 	}
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return &errNameInUse{holder: holder, config: configName(d.config())}
+		return &errNameInUse{holder: holder, config: d.config().Source()}
 	}
 	return nil
 }
@@ -77,14 +103,15 @@ func (d *daemon) keepName(ctx context.Context, claimed bool) {
 	for {
 		if claimed {
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			ok, err := d.queue.TouchName(tctx, d.config().Name, d.instance)
+			ok, err := d.names.TouchName(tctx, d.config().Name, d.instance)
 			cancel()
 			claimed = err != nil || ok
 		}
 		if !claimed {
 			err := d.claimName(ctx)
 			claimed = err == nil
-			if _, inUse := err.(*errNameInUse); inUse && !warned {
+			var inUse *errNameInUse
+			if errors.As(err, &inUse) && !warned {
 				d.logger.Error("another daemon holds this daemon's name; runs stay safe, but logs and status cannot tell the two apart", "error", err)
 				warned = true
 			}
@@ -95,5 +122,5 @@ func (d *daemon) keepName(ctx context.Context, claimed bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = d.queue.ReleaseName(ctx, d.config().Name, d.instance)
+	_ = d.names.ReleaseName(ctx, d.config().Name, d.instance)
 }

@@ -1,4 +1,4 @@
-package status
+package main
 
 import (
 	"fmt"
@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/qd-run/qd/api"
 )
 
-// Render writes the human form of s: a header, then tables of agents,
+// renderStatus writes the human form of s: a header, then tables of agents,
 // runs in flight and lanes. now is the reader's clock, used only for the
 // agents' next tick, which the daemon computed from the same host's clock.
-func Render(w io.Writer, s *Snapshot, now time.Time) error {
+func renderStatus(w io.Writer, s *api.Snapshot, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	renderHeader(tw, s)
 	renderAgents(tw, s.Agents, now)
@@ -20,7 +22,7 @@ func Render(w io.Writer, s *Snapshot, now time.Time) error {
 	return tw.Flush()
 }
 
-func renderHeader(w io.Writer, s *Snapshot) {
+func renderHeader(w io.Writer, s *api.Snapshot) {
 	fmt.Fprintf(w, "supervisor:\t%s\n", s.Supervisor)
 	fmt.Fprintf(w, "version:\t%s\n", s.Version)
 	fmt.Fprintf(w, "pid:\t%d\n", s.PID)
@@ -51,7 +53,7 @@ func renderHeader(w io.Writer, s *Snapshot) {
 	}
 }
 
-func renderAgents(w io.Writer, agents []AgentStatus, now time.Time) {
+func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
 	fmt.Fprintf(w, "\nAGENTS\n")
 	if len(agents) == 0 {
 		fmt.Fprintf(w, "(none)\n")
@@ -63,7 +65,7 @@ func renderAgents(w io.Writer, agents []AgentStatus, now time.Time) {
 	}
 }
 
-func renderRuns(w io.Writer, runs []RunStatus) {
+func renderRuns(w io.Writer, runs []api.RunStatus) {
 	fmt.Fprintf(w, "\nRUNS IN FLIGHT\n")
 	if len(runs) == 0 {
 		fmt.Fprintf(w, "(none)\n")
@@ -77,7 +79,7 @@ func renderRuns(w io.Writer, runs []RunStatus) {
 	}
 }
 
-func renderLanes(w io.Writer, lanes []LaneStatus) {
+func renderLanes(w io.Writer, lanes []api.LaneStatus) {
 	fmt.Fprintf(w, "\nLANES\n")
 	if len(lanes) == 0 {
 		fmt.Fprintf(w, "(none)\n")
@@ -114,48 +116,6 @@ func leaseLeft(s float64) string {
 	return seconds(s)
 }
 
-// relative says when t is from now: "in 12s", "3m ago", "now", or "-" for
-// the zero time.
-func relative(t, now time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := t.Sub(now)
-	switch {
-	case d > -time.Second && d < time.Second:
-		return "now"
-	case d > 0:
-		return "in " + Duration(d)
-	}
-	return Duration(-d) + " ago"
-}
-
 func seconds(s float64) string {
-	return Duration(time.Duration(s * float64(time.Second)))
-}
-
-// Duration formats d with its two largest units, rounded down: "45s",
-// "3m4s", "1h2m", "2d3h". A zero second part is left out ("3m").
-func Duration(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	secs := int64(d / time.Second)
-	const minute, hour, day = 60, 3600, 86400
-	switch {
-	case secs < minute:
-		return fmt.Sprintf("%ds", secs)
-	case secs < hour:
-		return pair(secs/minute, "m", secs%minute, "s")
-	case secs < day:
-		return pair(secs/hour, "h", secs%hour/minute, "m")
-	}
-	return pair(secs/day, "d", secs%day/hour, "h")
-}
-
-func pair(a int64, au string, b int64, bu string) string {
-	if b == 0 {
-		return fmt.Sprintf("%d%s", a, au)
-	}
-	return fmt.Sprintf("%d%s%d%s", a, au, b, bu)
+	return duration(time.Duration(s * float64(time.Second)))
 }

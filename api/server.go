@@ -1,4 +1,4 @@
-package status
+package api
 
 import (
 	"context"
@@ -7,21 +7,29 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
 
-// SnapshotFunc returns the daemon's current state. The server calls it once
-// per request, from the request's goroutine, with a context that ends when
-// the request is abandoned or its time is up.
+// Daemon is what the server asks of the daemon: one method per endpoint
+// (see the package doc). The server calls them from the request's
+// goroutine.
 //
-// It must copy what it needs under whatever locks it takes and release
-// them before returning, and must never wait on anything the heartbeat
-// loop holds: a slow or stuck status client must not be able to delay a
-// heartbeat. Database queries it makes should honour ctx.
-type SnapshotFunc func(ctx context.Context) Snapshot
+// None may wait on anything the heartbeat loop holds: a slow or stuck
+// client must not be able to delay a heartbeat. Each copies what it needs
+// under whatever locks it takes and releases them before returning;
+// database queries honour ctx, which ends when the request is abandoned or
+// its time is up.
+type Daemon interface {
+	// Status returns the daemon's current state.
+	Status(ctx context.Context) Snapshot
+	// Progress records that the child of run id made progress; it returns
+	// an error matching ErrUnknownRun when the daemon does not run it.
+	Progress(ctx context.Context, runID int64) error
+}
 
 // Limits on one connection. Every one of them bounds a client that is slow
 // or silent; none of them can hold anything the daemon needs.
@@ -32,6 +40,7 @@ const (
 	idleTimeout       = 30 * time.Second
 	maxHeaderBytes    = 8 << 10
 	snapshotTimeout   = 10 * time.Second
+	maxBodyBytes      = 64 << 10
 )
 
 // Server serves Snapshots over HTTP on a unix socket.
@@ -39,7 +48,7 @@ type Server struct {
 	sock   *socket
 	hs     *http.Server
 	mux    *http.ServeMux
-	snap   SnapshotFunc
+	d      Daemon
 	logger hclog.Logger
 
 	mu    sync.Mutex
@@ -55,14 +64,16 @@ type Server struct {
 // moment it exists. Listen fails, leaving everything in place, when another
 // qd holds path+".lock" or answers on the socket, or when path is something
 // other than a socket; a socket nobody answers on is stale and replaced.
-func Listen(path string, snap SnapshotFunc, logger hclog.Logger) (*Server, error) {
+func Listen(path string, d Daemon, logger hclog.Logger) (*Server, error) {
 	sock, err := bindSocket(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{sock: sock, snap: snap, logger: logger, fresh: map[net.Conn]struct{}{}}
+	s := &Server{sock: sock, d: d, logger: logger, fresh: map[net.Conn]struct{}{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	for _, rt := range s.routes() {
+		mux.Handle(rt.pattern, http.MaxBytesHandler(rt.handler, maxBodyBytes))
+	}
 	s.mux = mux
 	s.hs = &http.Server{
 		Handler:           mux,
@@ -80,12 +91,6 @@ func Listen(path string, snap SnapshotFunc, logger hclog.Logger) (*Server, error
 	}
 	logger.Info("status socket listening", "path", path)
 	return s, nil
-}
-
-// Handle adds a handler for pattern (net/http ServeMux syntax, such as
-// "POST /v1/runs/{id}/progress"). Call it before Serve.
-func (s *Server) Handle(pattern string, h http.HandlerFunc) {
-	s.mux.Handle(pattern, http.MaxBytesHandler(h, 64<<10))
 }
 
 // Path is the socket's path.
@@ -120,10 +125,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.closeErr
 }
 
+// route is one endpoint: its method and path, and its handler.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes is the API, every endpoint of it; the package doc lists them.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET " + StatusPath, s.handleStatus},
+		{"POST " + progressPattern, s.handleProgress},
+	}
+}
+
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), snapshotTimeout)
 	defer cancel()
-	snap := s.snap(ctx)
+	snap := s.d.Status(ctx)
 	normalize(&snap)
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
@@ -131,6 +150,23 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if err := enc.Encode(snap); err != nil {
 		s.logger.Debug("status socket: write response", "error", err)
 	}
+}
+
+func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		http.Error(w, "run id must be a positive integer", http.StatusBadRequest)
+		return
+	}
+	if err := s.d.Progress(r.Context(), id); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrUnknownRun) {
+			code = http.StatusNotFound
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // normalize makes empty lists encode as [] rather than null, so clients can

@@ -1,4 +1,4 @@
-package status
+package api
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ type socket struct {
 // the path exists. It refuses to take over a live daemon's socket or any
 // file that is not a socket, and replaces a socket nobody listens on.
 func bindSocket(path string) (*socket, error) {
-	if err := checkSocketPath(path, bindDirOverhead-len("/"+filepath.Base(path))); err != nil {
+	if err := CheckSocketPath(path); err != nil {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
@@ -71,6 +71,14 @@ func bindUnlocked(dir, path string) (*socket, error) {
 		return nil, fmt.Errorf("stat status socket: %w", err)
 	}
 	return s, nil
+}
+
+// CheckSocketPath fails, naming the path and the limit, when a daemon could
+// not listen at path because it is too long for this platform's sun_path
+// (counting what binding needs on top). The config check uses it, so that
+// the limit is said once.
+func CheckSocketPath(path string) error {
+	return checkSocketPath(path, bindDirOverhead-len("/"+filepath.Base(path)))
 }
 
 // checkSocketPath fails with an error naming the path and the limit when

@@ -1,9 +1,10 @@
-package status
+package api
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -35,15 +36,32 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func fixedSnapshot(name string) SnapshotFunc {
-	return func(context.Context) Snapshot {
-		return Snapshot{Supervisor: name, Version: "test", PID: os.Getpid()}
-	}
+// fakeDaemon answers with its func fields; nil ones answer plainly.
+type fakeDaemon struct {
+	status   func(ctx context.Context) Snapshot
+	progress func(ctx context.Context, runID int64) error
 }
+
+func (f fakeDaemon) Status(ctx context.Context) Snapshot { return f.status(ctx) }
+
+func (f fakeDaemon) Progress(ctx context.Context, runID int64) error {
+	if f.progress == nil {
+		return nil
+	}
+	return f.progress(ctx, runID)
+}
+
+func fixedSnapshot(name string) fakeDaemon {
+	return fakeDaemon{status: func(context.Context) Snapshot {
+		return Snapshot{Supervisor: name, Version: "test", PID: os.Getpid()}
+	}}
+}
+
+func snapshotFunc(f func(ctx context.Context) Snapshot) fakeDaemon { return fakeDaemon{status: f} }
 
 // MustListen listens at path and serves until the test ends, then checks
 // that Serve returned nil.
-func MustListen(tb testing.TB, path string, snap SnapshotFunc) *Server {
+func MustListen(tb testing.TB, path string, snap Daemon) *Server {
 	tb.Helper()
 	s, err := Listen(path, snap, testLogger(tb))
 	if err != nil {
@@ -75,7 +93,7 @@ func MustFetch(tb testing.TB, path string) *Snapshot {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	snap, err := Fetch(ctx, path)
+	snap, err := Client{Path: path}.Status(ctx)
 	if err != nil {
 		tb.Fatalf("Fetch(%s): %v", path, err)
 	}
@@ -289,7 +307,7 @@ func TestListen_LongPath(t *testing.T) {
 			t.Fatalf("Listen err = %q, want it to contain %q", err, want)
 		}
 	}
-	if _, err := Fetch(context.Background(), path); err == nil || !strings.Contains(err.Error(), "sun_path") {
+	if _, err := (Client{Path: path}).Status(context.Background()); err == nil || !strings.Contains(err.Error(), "sun_path") {
 		t.Fatalf("Fetch err = %v, want the sun_path limit", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
@@ -389,8 +407,16 @@ func TestServer_IdleClients(t *testing.T) {
 
 func TestServer_HTTP(t *testing.T) {
 	path := socketPath(t)
-	MustListen(t, path, func(ctx context.Context) Snapshot {
-		return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5, LastOutputAt: time.Now()}}}
+	MustListen(t, path, fakeDaemon{
+		status: func(ctx context.Context) Snapshot {
+			return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5, LastOutputAt: time.Now()}}}
+		},
+		progress: func(_ context.Context, id int64) error {
+			if id != 7 {
+				return fmt.Errorf("run %d: %w", id, ErrUnknownRun)
+			}
+			return nil
+		},
 	})
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -460,7 +486,7 @@ func TestFetch_NotRunning(t *testing.T) {
 	t.Run("NoFile", func(t *testing.T) {
 		// Ensure the error says no daemon answers and names the path.
 		path := socketPath(t)
-		_, err := Fetch(context.Background(), path)
+		_, err := Client{Path: path}.Status(context.Background())
 		want := "no qd daemon is answering at " + path + " (connect: no such file or directory); is `qd run` running?"
 		if err == nil || err.Error() != want {
 			t.Fatalf("err = %v\nwant %s", err, want)
@@ -473,7 +499,7 @@ func TestFetch_NotRunning(t *testing.T) {
 		// Ensure a socket left by a dead daemon reads as not running.
 		path := socketPath(t)
 		MustStaleSocket(t, path)
-		_, err := Fetch(context.Background(), path)
+		_, err := Client{Path: path}.Status(context.Background())
 		if !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), path) {
 			t.Fatalf("err = %v, want ErrNotRunning naming %s", err, path)
 		}
@@ -494,7 +520,7 @@ func TestFetch_NotRunning(t *testing.T) {
 				c.Close()
 			}
 		}()
-		_, err = Fetch(context.Background(), path)
+		_, err = Client{Path: path}.Status(context.Background())
 		if err == nil || !strings.Contains(err.Error(), path) {
 			t.Fatalf("err = %v, want an error naming %s", err, path)
 		}
@@ -509,5 +535,44 @@ func TestListen_LockHolderNamed(t *testing.T) {
 	want := "another qd is running (pid " + strconv.Itoa(os.Getpid()) + " holds " + path + ".lock)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}
+
+// Ensure Progress reaches the daemon for a run it has, comes back as
+// ErrUnknownRun for one it does not, and that a bad run id is refused with
+// 400 before the daemon is asked.
+func TestClient_Progress(t *testing.T) {
+	path := socketPath(t)
+	var asked atomic.Int64
+	MustListen(t, path, fakeDaemon{
+		status: func(context.Context) Snapshot { return Snapshot{} },
+		progress: func(_ context.Context, id int64) error {
+			asked.Add(1)
+			if id != 7 {
+				return fmt.Errorf("run %d: %w", id, ErrUnknownRun)
+			}
+			return nil
+		},
+	})
+	c := Client{Path: path}
+	if err := c.Progress(context.Background(), 7); err != nil {
+		t.Errorf("progress of run 7: %v", err)
+	}
+	if err := c.Progress(context.Background(), 8); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("progress of run 8: got %v, want ErrUnknownRun", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	resp, err := hc.Post("http://qd/v1/runs/x/progress", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || asked.Load() != 2 {
+		t.Errorf("bad run id: status %d, daemon asked %d times; want 400 and 2", resp.StatusCode, asked.Load())
+	}
+	if err := (Client{Path: socketPath(t)}).Progress(context.Background(), 7); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("progress with no daemon: got %v, want ErrNotRunning", err)
 	}
 }

@@ -1,4 +1,4 @@
-package status_test
+package daemon_test
 
 import (
 	"bufio"
@@ -18,8 +18,8 @@ import (
 	"github.com/qd-run/qd/internal/config"
 )
 
-const unitPath = "../../systemd/qd.service"
-const plistPath = "../../systemd/com.qd.plist"
+const unitPath = "../systemd/qd.service"
+const plistPath = "../systemd/com.qd.plist"
 
 // unit is a parsed systemd unit file: section → key → values in order.
 type unit map[string]map[string][]string

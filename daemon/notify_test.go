@@ -1,4 +1,4 @@
-package status
+package daemon
 
 import (
 	"net"
@@ -39,7 +39,7 @@ func TestNotifier_Send(t *testing.T) {
 	// Ensure each call sends exactly the sd_notify assignment systemd
 	// expects, one datagram each.
 	conn := MustNotifySocket(t)
-	var n Notifier
+	var n notifier
 	if !n.Enabled() {
 		t.Fatal("Enabled() = false with NOTIFY_SOCKET set")
 	}
@@ -68,7 +68,7 @@ func TestNotifier_Reloading(t *testing.T) {
 	// Ensure RELOADING=1 carries MONOTONIC_USEC, as Type=notify-reload
 	// requires.
 	conn := MustNotifySocket(t)
-	if err := (Notifier{}).Reloading(); err != nil {
+	if err := (notifier{}).Reloading(); err != nil {
 		t.Fatal(err)
 	}
 	got := readDatagram(t, conn)
@@ -81,7 +81,7 @@ func TestNotifier_Unset(t *testing.T) {
 	// Ensure that outside systemd every call is a silent no-op.
 	t.Setenv("NOTIFY_SOCKET", "")
 	os.Unsetenv("NOTIFY_SOCKET")
-	var n Notifier
+	var n notifier
 	if n.Enabled() {
 		t.Fatal("Enabled() = true without NOTIFY_SOCKET")
 	}
@@ -95,7 +95,7 @@ func TestNotifier_Unset(t *testing.T) {
 func TestNotifier_Dead(t *testing.T) {
 	// Ensure a NOTIFY_SOCKET nobody listens on is reported, not ignored.
 	t.Setenv("NOTIFY_SOCKET", filepath.Join(t.TempDir(), "gone.sock"))
-	if err := (Notifier{}).Ready(); err == nil {
+	if err := (notifier{}).Ready(); err == nil {
 		t.Fatal("Ready() = nil with nothing listening")
 	}
 }
@@ -119,7 +119,7 @@ func TestNotifier_WatchdogInterval(t *testing.T) {
 			// process for it.
 			t.Setenv("WATCHDOG_USEC", tt.usec)
 			t.Setenv("WATCHDOG_PID", tt.pid)
-			got, ok := (Notifier{}).WatchdogInterval()
+			got, ok := (notifier{}).WatchdogInterval()
 			if got != tt.want || ok != tt.wantOK {
 				t.Fatalf("WatchdogInterval() = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
 			}

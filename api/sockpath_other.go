@@ -1,6 +1,6 @@
 //go:build !linux
 
-package status
+package api
 
 // sunPathSize is the size of sockaddr_un.sun_path on macOS and the BSDs,
 // terminating NUL included.

@@ -1,11 +1,14 @@
-package status
+package main
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qd-run/qd/api"
 )
 
+// Ensure durations show their two largest units, rounded down.
 func TestDuration(t *testing.T) {
 	for _, tt := range []struct {
 		d    time.Duration
@@ -20,12 +23,13 @@ func TestDuration(t *testing.T) {
 		{50 * time.Hour, "2d2h"},
 		{-10 * time.Second, "10s"},
 	} {
-		if got := Duration(tt.d); got != tt.want {
-			t.Errorf("Duration(%v) = %q, want %q", tt.d, got, tt.want)
+		if got := duration(tt.d); got != tt.want {
+			t.Errorf("duration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
 	}
 }
 
+// Ensure relative times read naturally both ways.
 func TestRelative(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tt := range []struct {
@@ -36,6 +40,8 @@ func TestRelative(t *testing.T) {
 		{now.Add(12 * time.Second), "in 12s"},
 		{now.Add(-3 * time.Minute), "3m ago"},
 		{now.Add(300 * time.Millisecond), "now"},
+		{now.Add(-90 * time.Minute), "1h30m ago"},
+		{now.Add(-50 * time.Hour), "2d2h ago"},
 	} {
 		if got := relative(tt.t, now); got != tt.want {
 			t.Errorf("relative(%v) = %q, want %q", tt.t, got, tt.want)
@@ -45,28 +51,28 @@ func TestRelative(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	snap := &Snapshot{
+	snap := &api.Snapshot{
 		Supervisor: "build-host", Version: "1.2.3", PID: 4242,
 		StartedAt: now.Add(-62 * time.Minute), UptimeSeconds: 3720,
-		Database:    DatabaseStatus{Reachable: false, Error: "dial tcp: connection refused"},
+		Database:    api.DatabaseStatus{Reachable: false, Error: "dial tcp: connection refused"},
 		ConfigError: "qd.hcl:12: agent \"x\": unknown field",
-		Agents: []AgentStatus{
+		Agents: []api.AgentStatus{
 			{Name: "builder", Schedule: "@every 30s", NextTick: now.Add(12 * time.Second), Running: 1, Parallel: 2},
 		},
-		Runs: []RunStatus{{
+		Runs: []api.RunStatus{{
 			RunID: 91, TaskID: 17, Lane: "proj-a", Agent: "builder", Attempt: 2, PID: 5151,
 			AgeSeconds: 125, SilentSeconds: 4, OutputSilentSeconds: 63, LeaseLeftSeconds: 296,
 		}, {
 			RunID: 92, TaskID: 18, Lane: "proj-b", Agent: "builder", Attempt: 1,
 			AgeSeconds: 400, SilentSeconds: 330, OutputSilentSeconds: 400, LeaseLeftSeconds: -30,
 		}},
-		Lanes: []LaneStatus{
+		Lanes: []api.LaneStatus{
 			{Name: "proj-a", MaxRunning: 1, Running: 1, Queued: 3, OldestQueuedAgeSeconds: 7260},
 			{Name: "proj-b", MaxRunning: 2, Paused: true},
 		},
 	}
 	var b strings.Builder
-	if err := Render(&b, snap, now); err != nil {
+	if err := renderStatus(&b, snap, now); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -106,7 +112,7 @@ func containsCollapsed(out, want string) bool {
 func TestRender_Empty(t *testing.T) {
 	// Ensure an idle daemon renders without panics and says so.
 	var b strings.Builder
-	if err := Render(&b, &Snapshot{Supervisor: "idle", Database: DatabaseStatus{Reachable: true}}, time.Now()); err != nil {
+	if err := renderStatus(&b, &api.Snapshot{Supervisor: "idle", Database: api.DatabaseStatus{Reachable: true}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Count(b.String(), "(none)"); got != 3 {

@@ -1,4 +1,4 @@
-package status
+package api
 
 // sunPathSize is the size of sockaddr_un.sun_path on Linux. qd keeps one
 // byte for the terminating NUL so that every client (curl, socat, C code

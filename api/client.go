@@ -1,0 +1,112 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// ErrNotRunning is matched (errors.Is) by a Client's error when nothing
+// listens on the socket.
+var ErrNotRunning = errors.New("qd daemon is not running")
+
+// maxResponseBytes caps what a Client reads, far above any real snapshot.
+const maxResponseBytes = 16 << 20
+
+// NotRunningError says no daemon answers at Path; Err is the connect error.
+type NotRunningError struct {
+	Path string
+	Err  error
+}
+
+func (e *NotRunningError) Error() string {
+	return fmt.Sprintf("no qd daemon is answering at %s (connect: %v); is `qd run` running?", e.Path, e.Err)
+}
+
+func (e *NotRunningError) Is(target error) bool { return target == ErrNotRunning }
+func (e *NotRunningError) Unwrap() error        { return e.Err }
+
+// Client talks to the daemon listening at the unix socket Path. It is the
+// only client of the API in qd: `qd status`, and children (`qd heartbeat`
+// with QD_SOCKET set) use it. The zero value with a Path is ready to use;
+// it keeps no connection between calls.
+type Client struct {
+	Path string
+}
+
+// Status asks the daemon for its Snapshot.
+func (c Client) Status(ctx context.Context) (*Snapshot, error) {
+	var snap Snapshot
+	if err := c.do(ctx, http.MethodGet, StatusPath, &snap); err != nil {
+		return nil, err
+	}
+	return &snap, nil
+}
+
+// Progress tells the daemon that the child of run id made progress. The
+// error matches ErrUnknownRun when the daemon does not run it.
+func (c Client) Progress(ctx context.Context, runID int64) error {
+	err := c.do(ctx, http.MethodPost, ProgressPath(runID), nil)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return err
+	}
+	return fmt.Errorf("report progress of run %d: %w", runID, err)
+}
+
+// do sends one request and decodes a JSON answer into out (when not nil).
+func (c Client) do(ctx context.Context, method, path string, out any) error {
+	if err := checkSocketPath(c.Path, 0); err != nil {
+		return err
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", c.Path)
+		},
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, method, "http://qd"+path, nil)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return dialError(c.Path, err)
+	}
+	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, maxResponseBytes)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
+		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
+	case resp.StatusCode/100 != 2:
+		msg, _ := io.ReadAll(io.LimitReader(body, 512))
+		return fmt.Errorf("daemon at %s: %s: %s", c.Path, resp.Status, strings.TrimSpace(string(msg)))
+	case out == nil:
+		return nil
+	}
+	if err := json.NewDecoder(body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer of daemon at %s: %w", c.Path, err)
+	}
+	return nil
+}
+
+// dialError turns "nothing there" and "nothing listening" into a
+// NotRunningError and names the socket in every other failure.
+func dialError(path string, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		var errno syscall.Errno
+		if errors.As(op.Err, &errno) && (errno == syscall.ENOENT || errno == syscall.ECONNREFUSED) {
+			return &NotRunningError{Path: path, Err: errno}
+		}
+		return fmt.Errorf("connect to qd socket %s: %w", path, op.Err)
+	}
+	return fmt.Errorf("ask daemon at %s: %w", path, err)
+}

@@ -1,0 +1,38 @@
+// Package api is the daemon's local API: HTTP with JSON on its unix
+// socket. It holds the wire types (Snapshot and what it contains, the
+// paths), the Server with its one table of routes, and the Client that
+// every caller in qd uses (`qd status`, `qd heartbeat` from a child).
+// Scripts may use it too, or plain `curl --unix-socket`.
+//
+// # Endpoints
+//
+//	method  path                     writes  answer
+//	GET     /v1/status               no      200, a Snapshot (docs/status.md)
+//	POST    /v1/runs/{id}/progress   yes     204; 404 when the daemon does not run it
+//
+// A progress report counts as output for the agent's stall_timeout; the
+// daemon keeps the lease itself. Every endpoint is on Server.routes and on
+// the Daemon interface, one method each. The package must not import any
+// other package of qd: the daemon implements Daemon, not the other way.
+//
+// # The socket
+//
+// Listen binds the socket so that it is never reachable by another user,
+// not even for an instant: it binds inside a fresh 0700 directory, narrows
+// the socket to 0600 there, and links it into place; the process umask is
+// never changed, because it is process-wide and agents fork concurrently.
+// Single instance: Listen holds an flock on PATH.lock for the server's
+// lifetime, refuses a socket that answers (another daemon) and anything at
+// the path that is not a socket, and replaces a socket that refuses
+// connections (left by a daemon that died). Shutdown removes the socket
+// only if the file at the path is still the one it bound. CheckSocketPath
+// is the one check of a path against the platform's sun_path limit.
+//
+// Any client can be slow or silent: connections are bounded by read,
+// write and idle timeouts and by header and body size limits, and each is
+// served on its own goroutine, so a client that never sends a byte delays
+// nobody. The Daemon's methods must not wait on anything the heartbeat
+// loop holds; see Daemon.
+//
+// The JSON is documented, with an example, in docs/status.md.
+package api

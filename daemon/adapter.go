@@ -1,0 +1,83 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/scheduler"
+	"github.com/qd-run/qd/supervisor"
+)
+
+// runner adapts the supervisor to the scheduler.
+type runner struct{ d *daemon }
+
+func (r runner) Running(agent string) int { return r.d.sup.Running(agent) }
+
+func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
+	conf := r.d.config()
+	a := conf.Agent(agent)
+	if a == nil { // removed by a reload between the claim and now
+		return r.refund(agent, l)
+	}
+	sp := spec(conf, a)
+	sp.Claimed = claimed
+	return r.d.sup.Start(l, sp)
+}
+
+// refund gives back, unstarted and with its attempt refunded, a run
+// claimed for an agent that a reload removed meanwhile. A refusal of that
+// one run (its lease already lost, say) is an error too.
+func (r runner) refund(agent string, l *lease.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs, err := r.d.queue.Settle(ctx, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned,
+		Refund: true, Summary: "agent " + agent + " is no longer in the config"})
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		return fmt.Errorf("give back run %d of removed agent %s: %w", l.RunID, agent, err)
+	}
+	return nil
+}
+
+func spec(conf *config.Config, a *config.Agent) supervisor.Spec {
+	env := make(map[string]string, len(a.Env)+1)
+	for k, v := range a.Env {
+		env[k] = v
+	}
+	env["QD_SOCKET"] = conf.Socket
+	return supervisor.Spec{
+		Agent: a.Name, Command: a.Command, Dir: a.Dir, Env: env,
+		Lease: a.Lease, Heartbeat: a.Heartbeat, Timeout: a.Timeout,
+		StallTimeout: a.StallTimeout, KillGrace: a.KillGrace, RetryBackoff: a.RetryBackoff,
+	}
+}
+
+func schedulerAgents(conf *config.Config) []scheduler.Agent {
+	out := make([]scheduler.Agent, 0, len(conf.Agents))
+	for _, a := range conf.Agents {
+		out = append(out, scheduler.Agent{
+			Name: a.Name, Schedule: a.Sched, Spec: a.Schedule,
+			Lanes: a.Lanes, Parallel: a.Parallel, Lease: a.Lease,
+		})
+	}
+	return out
+}
+
+func schedulerPeriodics(conf *config.Config) []scheduler.Periodic {
+	out := make([]scheduler.Periodic, 0, len(conf.Periodics))
+	for _, p := range conf.Periodics {
+		out = append(out, scheduler.Periodic{
+			Name: p.Name, Schedule: p.Sched, CatchUp: p.CatchUp == config.CatchUpOnce,
+			Task: lease.EnqueueParams{
+				Lane: p.Lane, Agent: p.Agent, Payload: []byte(p.Payload),
+				Priority: p.Priority, MaxAttempts: p.MaxAttempts,
+			},
+		})
+	}
+	return out
+}

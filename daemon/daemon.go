@@ -1,0 +1,289 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/run"
+
+	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/internal/logsink"
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
+	"github.com/qd-run/qd/scheduler"
+	"github.com/qd-run/qd/supervisor"
+)
+
+// Options is what `qd run` hands the daemon once its flags and config are
+// read.
+type Options struct {
+	Config *config.Config
+	// Queue is the backend. When nil, the daemon opens URL with pg.Open and
+	// closes it when it stops.
+	Queue lease.Provider
+	URL   string
+	// Stderr receives the log, through a queue that never blocks.
+	Stderr io.Writer
+	// Note is logged first (where the config came from, when no file was).
+	Note    string
+	Version string
+	// Signals delivers SIGINT, SIGTERM, SIGHUP and SIGPIPE. When nil the
+	// daemon subscribes to them itself.
+	Signals <-chan os.Signal
+}
+
+// daemon holds what `qd run` wires together.
+type daemon struct {
+	logger   hclog.Logger
+	logOut   *logsink.Writer
+	queue    lease.Provider
+	names    nameRegistry // nil when the queue keeps no names
+	sup      *supervisor.Supervisor
+	sched    *scheduler.Scheduler
+	notify   notifier
+	started  time.Time
+	instance string
+	version  string
+	inc      *incarnation
+
+	mu        sync.Mutex
+	conf      *config.Config
+	reloadErr string
+	dbErr     string
+
+	lastDog time.Time // guarded by the supervisor loop, its only caller
+}
+
+// Run is the daemon, start to finish: logger, queue, state directory and
+// name, supervisor, scheduler, socket, then one oklog/run actor per
+// component. It returns when the daemon has drained after a signal, or
+// with the error that kept it from starting.
+func Run(ctx context.Context, o Options) error {
+	conf := o.Config
+	logOut := logsink.New(o.Stderr, logsink.DefaultLines)
+	defer logOut.Close(2 * time.Second)
+	logger := newLogger(logOut, conf)
+	if o.Note != "" {
+		logger.Info(o.Note)
+	}
+	queue := o.Queue
+	if queue == nil {
+		p, err := pg.Open(context.WithoutCancel(ctx), o.URL, logger)
+		if err != nil {
+			return fmt.Errorf("pg.Open: %w", err)
+		}
+		defer p.Close()
+		queue = p
+	}
+	d := &daemon{logger: logger, logOut: logOut, queue: queue, conf: conf, started: time.Now(),
+		instance: newInstance(), version: o.Version}
+	d.names, _ = queue.(nameRegistry)
+	if err := d.checkSchema(ctx); err != nil {
+		return err
+	}
+	var err error
+	if d.inc, err = beginIncarnation(conf.StateDir, conf.Name, d.instance); err != nil {
+		return err
+	}
+	defer d.inc.close()
+	named, err := d.firstClaimName(ctx)
+	if err != nil {
+		return err
+	}
+	d.sup, err = supervisor.New(supervisor.Config{
+		Provider: queue, Logger: logger, StateDir: conf.StateDir,
+		Owner: conf.Name, Instance: d.instance, OnLoop: d.watchdog, OnDone: d.runDone,
+	})
+	if err != nil {
+		return fmt.Errorf("supervisor.New: %w", err)
+	}
+	if n, err := d.sup.KillOrphans(); err != nil {
+		logger.Warn("could not check for children of a previous run", "error", err)
+	} else if n > 0 {
+		logger.Warn("killed process groups left by a previous run", "groups", n)
+	}
+	d.sched = scheduler.New(scheduler.Config{
+		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
+		Owner: conf.Name, Instance: d.instance,
+	})
+	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
+	srv, err := api.Listen(conf.Socket, d, logger.Named("status"))
+	if err != nil {
+		return fmt.Errorf("api.Listen: %w", err)
+	}
+	logger.Info("qd started", "supervisor", conf.Name, "instance", d.instance,
+		"config", conf.Source(), "socket", srv.Path(), "state_dir", conf.StateDir,
+		"agents", len(conf.Agents), "database", lease.Redact(o.URL))
+
+	var g run.Group
+	hurry := make(chan struct{})
+	drained := make(chan struct{})
+	{ // signals: the first TERM/INT drains, a second skips the grace; HUP reloads
+		sigs := o.Signals
+		if sigs == nil {
+			ch := make(chan os.Signal, 8)
+			signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+			defer signal.Stop(ch)
+			sigs = ch
+		}
+		done := make(chan struct{})
+		g.Add(func() error {
+			for {
+				select {
+				case s := <-sigs:
+					switch s {
+					case syscall.SIGHUP:
+						d.reload()
+						continue
+					case syscall.SIGPIPE:
+						continue
+					}
+					logger.Info("signal received: draining", "signal", s.String(), "grace", conf.ShutdownGrace)
+					go secondSignal(sigs, hurry, logger)
+					return nil
+				case <-done:
+					return nil
+				}
+			}
+		}, func(error) { close(done) })
+	}
+	{ // scheduler: stops claiming at once
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { return d.sched.Run(ctx) }, func(error) { cancel() })
+	}
+	{ // supervisor: drains its children, then settles what is left
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { return d.sup.Run(ctx) }, func(error) {
+			_ = d.notify.Stopping()
+			_ = d.notify.ExtendTimeout(conf.ShutdownGrace + 15*time.Second)
+			go func() {
+				d.sup.Drain(conf.ShutdownGrace, hurry)
+				cancel()
+				close(drained)
+			}()
+		})
+	}
+	{ // status socket: answers until the drain is over
+		g.Add(srv.Serve, func(error) {
+			go func() {
+				<-drained
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+			}()
+		})
+	}
+	{ // housekeeping: release an earlier incarnation's runs, prune history
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { d.housekeeping(ctx); return nil }, func(error) { cancel() })
+	}
+	if d.names != nil { // the daemon's name: renewed while it runs, given up at the end
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { d.keepName(ctx, named); return nil }, func(error) { cancel() })
+	}
+	_ = d.notify.Ready()
+	_ = d.notify.Status("running")
+	err = g.Run()
+	logger.Info("qd stopped")
+	return err
+}
+
+func secondSignal(sigs <-chan os.Signal, hurry chan<- struct{}, logger hclog.Logger) {
+	for s := range sigs {
+		if s == syscall.SIGINT || s == syscall.SIGTERM {
+			logger.Warn("second signal: killing children now", "signal", s.String())
+			close(hurry)
+			return
+		}
+	}
+}
+
+// newLogger logs to out, which must never block (see logsink).
+func newLogger(out io.Writer, conf *config.Config) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "qd",
+		Level:      hclog.LevelFromString(conf.LogLevel),
+		JSONFormat: conf.LogFormat == "json",
+		Output:     out,
+	})
+}
+
+func newInstance() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// versioned is a queue whose schema has a version (pg).
+type versioned interface {
+	SchemaVersion(ctx context.Context) (int, error)
+	Schema() string
+}
+
+// checkSchema refuses to start on a schema that needs `qd migrate`. A
+// database that cannot be reached is not fatal: claims retry on every tick.
+func (d *daemon) checkSchema(ctx context.Context) error {
+	q, ok := d.queue.(versioned)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := q.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		d.logger.Warn("database not reachable at start-up; will keep trying", "error", err)
+		d.setDBError(err)
+	case v < pg.LatestVersion():
+		return fmt.Errorf("queue schema %q is at version %d, this qd needs %d: run `qd migrate`", q.Schema(), v, pg.LatestVersion())
+	}
+	return nil
+}
+
+func (d *daemon) config() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conf
+}
+
+func (d *daemon) dbError() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dbErr
+}
+
+func (d *daemon) setDBError(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil {
+		d.dbErr = ""
+		return
+	}
+	d.dbErr = err.Error()
+}
+
+// watchdog is called by the supervisor's heartbeat loop on every pass: a
+// wedged loop stops the pings and systemd restarts the daemon, while a
+// database outage does not.
+func (d *daemon) watchdog() {
+	every, ok := d.notify.WatchdogInterval()
+	if !ok || time.Since(d.lastDog) < every/2 {
+		return
+	}
+	d.lastDog = time.Now()
+	_ = d.notify.Watchdog()
+}
+
+// runDone is called by the supervisor when a run of agent ends: a hot agent
+// claims again at once instead of waiting for its next tick.
+func (d *daemon) runDone(agent string) { d.sched.Kick(agent) }

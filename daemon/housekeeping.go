@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/qd-run/qd/supervisor"
+)
+
+// housekeeping abandons the runs that earlier incarnations of this daemon
+// (proved gone by the state directory's lock, their children killed by
+// KillOrphans) left marked running, then prunes finished tasks when the
+// config sets a retention.
+func (d *daemon) housekeeping(ctx context.Context) {
+	for delay := time.Second; ; delay = min(delay*2, 30*time.Second) {
+		err := d.abandonEarlier(ctx)
+		if err == nil {
+			break
+		}
+		d.setDBError(err)
+		if sleepCtx(ctx, delay) != nil {
+			return
+		}
+	}
+	for {
+		every := time.Hour
+		if r := d.config().Retention; r > 0 {
+			d.prune(ctx, r)
+			every = min(max(r/10, time.Minute), time.Hour)
+		}
+		if sleepCtx(ctx, every) != nil {
+			return
+		}
+	}
+}
+
+// abandonEarlier abandons the runs of the earlier incarnations, then
+// forgets them.
+func (d *daemon) abandonEarlier(ctx context.Context) error {
+	for name, instances := range d.inc.byName() {
+		ids, err := d.queue.AbandonOwner(ctx, name, instances, "supervisor restarted")
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			d.logger.Warn("abandoned runs of an earlier incarnation", "runs", ids, "instances", instances)
+		}
+	}
+	if err := d.inc.released(); err != nil {
+		d.logger.Warn("could not forget the earlier incarnations; the next start abandons their runs again", "error", err)
+	}
+	return nil
+}
+
+func (d *daemon) prune(ctx context.Context, older time.Duration) {
+	res, err := d.queue.Prune(ctx, older, false)
+	if err != nil {
+		d.logger.Warn("prune finished tasks", "error", err)
+		return
+	}
+	for _, id := range res.RunIDs {
+		if err := os.Remove(supervisor.LogPath(d.config().StateDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.logger.Warn("remove run log", "run_id", id, "error", err)
+		}
+	}
+	if res.Tasks > 0 {
+		d.logger.Info("pruned finished tasks", "tasks", res.Tasks, "runs", res.Runs, "older_than", older)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,62 @@
+package daemon
+
+import "github.com/qd-run/qd/internal/config"
+
+// reload reads the config file again. Agents and periodic schedules change
+// at once, without touching running children; an invalid file is reported
+// and the old config stays. Settings that need a restart are left as they
+// were, with a warning.
+func (d *daemon) reload() {
+	_ = d.notify.Reloading()
+	defer func() { _ = d.notify.Ready() }()
+	old := d.config()
+	if old.Path == "" {
+		d.logger.Info("reload: no config file to read again")
+		return
+	}
+	conf, err := config.Load(old.Path)
+	if err != nil {
+		d.logger.Error("reload failed; keeping the running config", "error", err)
+		d.mu.Lock()
+		d.reloadErr = err.Error()
+		d.mu.Unlock()
+		_ = d.notify.Status("reload failed: " + firstLine(err.Error()))
+		return
+	}
+	for _, k := range restartOnly(old, conf) {
+		d.logger.Warn("reload: this setting changes only at restart", "setting", k)
+	}
+	conf.Database, conf.Name, conf.Socket, conf.StateDir = old.Database, old.Name, old.Socket, old.StateDir
+	d.mu.Lock()
+	d.conf, d.reloadErr = conf, ""
+	d.mu.Unlock()
+	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
+	d.logger.Info("config reloaded", "agents", len(conf.Agents), "periodics", len(conf.Periodics))
+	_ = d.notify.Status("running")
+}
+
+func restartOnly(old, conf *config.Config) []string {
+	var out []string
+	if old.Database != conf.Database {
+		out = append(out, "database")
+	}
+	if old.Name != conf.Name {
+		out = append(out, "name")
+	}
+	if old.Socket != conf.Socket {
+		out = append(out, "socket")
+	}
+	if old.StateDir != conf.StateDir {
+		out = append(out, "state_dir")
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	for i := range len(s) {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

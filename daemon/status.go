@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/supervisor"
+)
+
+var _ api.Daemon = (*daemon)(nil)
+
+// Status builds what GET /v1/status serves. It reads the supervisor's
+// copied state and asks the database for lane depths with a short timeout,
+// so a slow database or client never holds up the heartbeat loop.
+func (d *daemon) Status(ctx context.Context) api.Snapshot {
+	conf := d.config()
+	now := time.Now()
+	s := api.Snapshot{
+		Supervisor: conf.Name, Version: d.version, PID: os.Getpid(),
+		StartedAt: d.started, UptimeSeconds: now.Sub(d.started).Seconds(),
+	}
+	d.mu.Lock()
+	s.ConfigError = d.reloadErr
+	d.mu.Unlock()
+	s.LogLinesDropped = d.logOut.Dropped()
+	h := d.sup.StateDirHealth()
+	s.StateDir = api.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs}
+	next := d.sched.NextTicks()
+	for _, a := range conf.Agents {
+		s.Agents = append(s.Agents, api.AgentStatus{
+			Name: a.Name, Schedule: a.Schedule, NextTick: next[a.Name],
+			Running: d.sup.Running(a.Name), Parallel: a.Parallel,
+		})
+	}
+	for _, r := range d.sup.Snapshot() {
+		s.Runs = append(s.Runs, runStatus(r, now))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	lanes, err := d.queue.Lanes(ctx)
+	d.setDBError(err)
+	s.Database.Reachable = err == nil
+	if err != nil {
+		s.Database.Error = err.Error()
+	}
+	for _, l := range lanes {
+		ls := api.LaneStatus{Name: l.Name, MaxRunning: l.MaxRunning, Paused: l.Paused, Running: l.Running, Queued: l.Queued}
+		if !l.OldestQueued.IsZero() {
+			ls.OldestQueuedAgeSeconds = now.Sub(l.OldestQueued).Seconds()
+		}
+		s.Lanes = append(s.Lanes, ls)
+	}
+	return s
+}
+
+func runStatus(r supervisor.RunStatus, now time.Time) api.RunStatus {
+	quiet := r.Started
+	if !r.LastOutputAt.IsZero() {
+		quiet = r.LastOutputAt
+	}
+	return api.RunStatus{
+		RunID: r.RunID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt,
+		PID: r.PID, StartedAt: r.Started, AgeSeconds: now.Sub(r.Started).Seconds(),
+		SilentSeconds: r.SilentSeconds, LastOutputAt: r.LastOutputAt,
+		OutputSilentSeconds: now.Sub(quiet).Seconds(),
+		LeaseExpiresAt:      r.LeaseExpiresAt, LeaseLeftSeconds: r.LeaseLeft.Seconds(),
+	}
+}
+
+// Progress is POST /v1/runs/{id}/progress: a child proves progress through
+// the socket (`qd heartbeat $QD_RUN_ID` inside an agent), which counts as
+// output for the agent's stall_timeout. Children have no database URL, by
+// design.
+func (d *daemon) Progress(_ context.Context, runID int64) error {
+	err := d.sup.Progress(runID)
+	if errors.Is(err, supervisor.ErrUnknownRun) {
+		return fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	return err
+}

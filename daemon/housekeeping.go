@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
+	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/supervisor"
 )
 
@@ -55,19 +57,37 @@ func (d *daemon) abandonEarlier(ctx context.Context) error {
 }
 
 func (d *daemon) prune(ctx context.Context, older time.Duration) {
-	res, err := d.queue.Prune(ctx, older, false)
+	res, _, err := Prune(ctx, d.queue, d.config().StateDir, older, false)
 	if err != nil {
 		d.logger.Warn("prune finished tasks", "error", err)
-		return
-	}
-	for _, id := range res.RunIDs {
-		if err := os.Remove(supervisor.LogPath(d.config().StateDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.logger.Warn("remove run log", "run_id", id, "error", err)
-		}
 	}
 	if res.Tasks > 0 {
 		d.logger.Info("pruned finished tasks", "tasks", res.Tasks, "runs", res.Runs, "older_than", older)
 	}
+}
+
+// Prune deletes the tasks finished more than older ago with their runs,
+// then the runs' log files under stateDir (none when stateDir is empty),
+// and counts the files removed. It is the one way history is pruned: by
+// the daemon's retention and by `qd prune`. With dryRun it only counts.
+// A log file that cannot be removed is an error naming its run; the rows
+// are gone by then.
+func Prune(ctx context.Context, q lease.Provider, stateDir string, older time.Duration, dryRun bool) (res lease.PruneResult, logs int, err error) {
+	res, err = q.Prune(ctx, older, dryRun)
+	if err != nil || dryRun || stateDir == "" {
+		return res, 0, err
+	}
+	var errs []error
+	for _, id := range res.RunIDs {
+		err := os.Remove(supervisor.LogPath(stateDir, id))
+		switch {
+		case err == nil:
+			logs++
+		case !errors.Is(err, os.ErrNotExist):
+			errs = append(errs, fmt.Errorf("remove log of run %d: %w", id, err))
+		}
+	}
+	return res, logs, errors.Join(errs...)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

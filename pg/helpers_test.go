@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease/leasetest"
@@ -21,8 +20,6 @@ import (
 
 const defaultTestURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-var schemaSeq atomic.Int64
-
 // TestURL returns the test database URL, skipping (or failing under CI)
 // when the database cannot be reached.
 func MustTestURL(tb testing.TB) string {
@@ -34,34 +31,7 @@ func MustTestURL(tb testing.TB) string {
 // the test ends, with extra query parameters added.
 func MustSchemaURL(tb testing.TB, extra url.Values) (string, string) {
 	tb.Helper()
-	base := MustTestURL(tb)
-	schema := fmt.Sprintf("qdtest_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", schema)
-	for k, vs := range extra {
-		for _, v := range vs {
-			q.Add(k, v)
-		}
-	}
-	u.RawQuery = q.Encode()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return u.String(), schema
+	return testkit.MustSchema(tb, extra)
 }
 
 // MustOpen opens a provider on a fresh, migrated schema.
@@ -110,13 +80,16 @@ func MustEnqueue(tb testing.TB, p lease.Provider, ep lease.EnqueueParams) int64 
 	return id
 }
 
+// dbSeq numbers the databases this process creates.
+var dbSeq atomic.Int64
+
 // MustDatabaseURL creates a database of its own for a test that measures
 // vacuum-sensitive figures: transactions in other databases of the server
 // (other packages' tests) do not hold back its cleanup horizon.
 func MustDatabaseURL(tb testing.TB) string {
 	tb.Helper()
 	base := MustTestURL(tb)
-	name := fmt.Sprintf("qdtest_db_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	name := fmt.Sprintf("qdtest_db_%d_%d", os.Getpid(), dbSeq.Add(1))
 	conn := MustConn(tb)
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {

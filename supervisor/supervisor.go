@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/qd-run/qd/lease"
 )
 
@@ -50,13 +51,18 @@ func (sp Spec) withDefaults() Spec {
 		sp.Lease = lease.DefaultLease
 	}
 	if sp.Heartbeat <= 0 || sp.Heartbeat >= sp.Lease {
-		sp.Heartbeat = sp.Lease / 3
+		sp.Heartbeat = DefaultHeartbeat(sp.Lease)
 	}
 	if sp.KillGrace <= 0 {
 		sp.KillGrace = DefaultKillGrace
 	}
 	return sp
 }
+
+// DefaultHeartbeat is the heartbeat interval for a lease when none is set:
+// a third of it, so that two heartbeats in a row may fail before it runs
+// out. The config's default is this one.
+func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
 
 // margin is how long before the lease would expire the child is killed when
 // no heartbeat got through.

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 var logsCommand = &command{
@@ -48,7 +47,7 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 		}
 		path := ""
 		if dir := env.stateDir(); dir != "" {
-			path = runLogPath(dir, id)
+			path = supervisor.LogPath(dir, id)
 			if f, err := os.Open(path); err == nil {
 				defer f.Close()
 				fmt.Fprintf(env.Stderr, "qd: run %d: log file %s\n", id, path)
@@ -86,11 +85,6 @@ func (e *Env) stateDir() string {
 		return ""
 	}
 	return conf.StateDir
-}
-
-// runLogPath is where the daemon writes a run's output.
-func runLogPath(stateDir string, runID int64) string {
-	return filepath.Join(stateDir, "runs", strconv.FormatInt(runID, 10)+".log")
 }
 
 // copyLog prints f; when following, it keeps printing what is appended

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
 )
 
 // Ensure qd logs --follow of a running run that has written nothing yet
@@ -53,9 +55,7 @@ func TestLogs_FollowFileAppearsLate(t *testing.T) {
 // variables that point qd at both.
 func MustClaimedRun(t *testing.T) (string, []string) {
 	t.Helper()
-	base := MustTestDB(t)
-	u, drop := newSchema(t, base)
-	t.Cleanup(drop)
+	u, _ := testkit.MustSchema(t)
 	dir := t.TempDir()
 	conf := dir + "/qd.hcl"
 	if err := os.WriteFile(conf, []byte("state_dir = \""+dir+"/state\"\n"), 0o644); err != nil {

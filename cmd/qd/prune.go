@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
+
+	"github.com/qd-run/qd/daemon"
 )
 
 var pruneCommand = &command{
@@ -43,18 +42,13 @@ func setupPrune(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		res, err := prov.Prune(ctx, *olderThan, *dryRun)
+		res, logs, err := daemon.Prune(ctx, prov, env.stateDir(), *olderThan, *dryRun)
 		if err != nil {
-			return err
+			return fmt.Errorf("prune: %w", err)
 		}
-		out := pruneJSON{DryRun: *dryRun, Tasks: res.Tasks, Runs: res.Runs, RunIDs: res.RunIDs}
+		out := pruneJSON{DryRun: *dryRun, Tasks: res.Tasks, Runs: res.Runs, RunIDs: res.RunIDs, Logs: logs}
 		if out.RunIDs == nil {
 			out.RunIDs = []int64{}
-		}
-		if !*dryRun {
-			if out.Logs, err = removeLogs(env, res.RunIDs); err != nil {
-				return err
-			}
 		}
 		if env.JSON {
 			return writeJSON(env.Stdout, out)
@@ -66,23 +60,4 @@ func setupPrune(fs *flag.FlagSet) runFunc {
 		fmt.Fprintf(env.Stdout, "%s %d tasks, %d runs, %d log files\n", verb, out.Tasks, out.Runs, out.Logs)
 		return nil
 	}
-}
-
-// removeLogs deletes the log files of runs under the config's state_dir.
-func removeLogs(env *Env, runIDs []int64) (int, error) {
-	dir := env.stateDir()
-	if dir == "" {
-		return 0, nil
-	}
-	n := 0
-	for _, id := range runIDs {
-		err := os.Remove(runLogPath(dir, id))
-		switch {
-		case err == nil:
-			n++
-		case !errors.Is(err, fs.ErrNotExist):
-			return n, fmt.Errorf("prune: remove log of run %d: %w", id, err)
-		}
-	}
-	return n, nil
 }

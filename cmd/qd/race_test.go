@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/qd-run/qd/internal/testkit"
 )
 
 // qdProc runs the qd binary (the test binary, through TestMain) with env
@@ -50,8 +52,7 @@ func MustQD(tb testing.TB, env []string, args ...string) string {
 // its limit, and claim each task exactly once.
 func TestClaim_ProcessesRaceLaneLimits(t *testing.T) {
 	base := MustTestDB(t)
-	u, drop := newSchema(t, base)
-	t.Cleanup(drop)
+	u, schema := testkit.MustSchema(t)
 	env := []string{"QD_DATABASE_URL=" + u}
 	limits := map[string]int{"one": 1, "three": 3}
 	perLane := 12
@@ -82,7 +83,7 @@ func TestClaim_ProcessesRaceLaneLimits(t *testing.T) {
 		// watched by a sampler, never exceed a limit or repeat a task.
 		ctx, cancel := context.WithCancel(context.Background())
 		samplerDone := make(chan error, 1)
-		go func() { samplerDone <- sampleLive(ctx, base, schemaName(u), limits) }()
+		go func() { samplerDone <- sampleLive(ctx, base, schema, limits) }()
 		var mu sync.Mutex
 		seen := map[int64]int{}
 		var wg sync.WaitGroup

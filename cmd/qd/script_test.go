@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -39,34 +38,6 @@ func MustTestDB(tb testing.TB) string {
 	return testkit.MustDatabaseURL(tb)
 }
 
-// newSchema names a fresh schema and returns a URL selecting it and a
-// function that drops it.
-func newSchema(tb testing.TB, base string) (string, func()) {
-	tb.Helper()
-	name := fmt.Sprintf("qdcli_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("schema", name)
-	u.RawQuery = q.Encode()
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			tb.Logf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
-			tb.Logf("drop schema %s: %v", name, err)
-		}
-	}
-	return u.String(), drop
-}
-
 // Ensure the CLI contract holds against the built binary and a real
 // database: each script under testdata/script runs in its own schema.
 func TestScripts(t *testing.T) {
@@ -74,12 +45,19 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
-			u, drop := newSchema(t, base)
+			u, _, drop, err := testkit.NewSchema(base, nil)
+			if err != nil {
+				return err
+			}
 			e.Setenv("QD_DATABASE_URL", u)
 			e.Setenv("QD_TEST_BASE_URL", base)
 			e.Setenv("XDG_CONFIG_HOME", e.WorkDir+"/xdg")
 			e.Setenv("XDG_STATE_HOME", e.WorkDir+"/xdgstate")
-			e.Defer(drop)
+			e.Defer(func() {
+				if err := drop(); err != nil {
+					t.Log(err)
+				}
+			})
 			db := fmt.Sprintf("qdcli_db_%d_%d", os.Getpid(), schemaSeq.Add(1))
 			e.Setenv("QD_TEST_NEWDB", db)
 			e.Defer(func() { dropDatabase(t, base, db) })

@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 var agentSchema = &hcl.BodySchema{
@@ -86,7 +87,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 // timing decodes the durations of an agent and checks how they relate.
 func (d *decoder) timing(attrs hcl.Attributes, ctx string, a *Agent) {
 	leaseOK := d.dur(attrs, "lease", ctx, &a.Lease) || attrs["lease"] == nil
-	a.Heartbeat = a.Lease / 3
+	a.Heartbeat = supervisor.DefaultHeartbeat(a.Lease)
 	if d.dur(attrs, "heartbeat", ctx, &a.Heartbeat) && leaseOK && a.Heartbeat >= a.Lease/2 {
 		d.at(line(attrs["heartbeat"]), ctx, "heartbeat %s must be less than half the lease (%s), so that one late heartbeat does not lose the lease", a.Heartbeat, a.Lease)
 	}

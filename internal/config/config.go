@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 // Defaults of the settings a file may leave out.
@@ -20,7 +21,7 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultParallel      = 1
 	DefaultLease         = lease.DefaultLease
-	DefaultKillGrace     = 10 * time.Second
+	DefaultKillGrace     = supervisor.DefaultKillGrace
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
 	DefaultCatchUp       = CatchUpSkip

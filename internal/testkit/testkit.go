@@ -51,31 +51,59 @@ func MustDatabaseURL(tb testing.TB) string {
 	return u
 }
 
-// MustSchema returns the test database URL with a fresh schema of its own
-// (not yet migrated), the schema's name, and drops the schema when the test
-// ends.
-func MustSchema(tb testing.TB) (string, string) {
-	tb.Helper()
-	base := MustDatabaseURL(tb)
-	schema := fmt.Sprintf("qde2e_%d_%d", os.Getpid(), schemaSeq.Add(1))
-	u, err := url.Parse(base)
+// NewSchema names a fresh schema (not created yet: qd migrate creates it)
+// on the database at base, and returns a URL selecting it with the extra
+// query parameters, and a function that drops it. It is the one way tests
+// get a schema of their own; MustSchema is its usual form.
+func NewSchema(base string, extra url.Values) (u, schema string, drop func() error, err error) {
+	schema = fmt.Sprintf("qdtest_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	parsed, err := url.Parse(base)
 	if err != nil {
-		tb.Fatalf("parse test database url: %v", err)
+		return "", "", nil, fmt.Errorf("parse test database url: %w", err)
 	}
-	q := u.Query()
+	q := parsed.Query()
 	q.Set("schema", schema)
-	u.RawQuery = q.Encode()
-	tb.Cleanup(func() {
+	for k, vs := range extra {
+		for _, v := range vs {
+			q.Add(k, v)
+		}
+	}
+	parsed.RawQuery = q.Encode()
+	drop = func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		pool, err := pgxpool.New(ctx, base)
 		if err != nil {
-			return
+			return fmt.Errorf("drop schema %s: %w", schema, err)
 		}
 		defer pool.Close()
-		_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			return fmt.Errorf("drop schema %s: %w", schema, err)
+		}
+		return nil
+	}
+	return parsed.String(), schema, drop, nil
+}
+
+// MustSchema returns the test database URL with a fresh schema of its own
+// (not yet migrated) and extra query parameters, and the schema's name; the
+// schema is dropped when the test ends.
+func MustSchema(tb testing.TB, extra ...url.Values) (string, string) {
+	tb.Helper()
+	var params url.Values
+	if len(extra) > 0 {
+		params = extra[0]
+	}
+	u, schema, drop, err := NewSchema(MustDatabaseURL(tb), params)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := drop(); err != nil {
+			tb.Errorf("%v", err)
+		}
 	})
-	return u.String(), schema
+	return u, schema
 }
 
 // MustPool opens a pool on the test database (without the schema

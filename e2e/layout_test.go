@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the import path prefix of qd's packages.
+const module = "github.com/qd-run/qd/"
+
+// Ensure the import rules of docs/architecture.md hold: the domain imports
+// no backend, supervisor and scheduler see only the lease interface, the
+// socket API imports nothing of qd, nothing imports a command, and the qd
+// binary does not link the benchmark.
+func TestLayout_Imports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, module) {
+				imports[pkg] = append(imports[pkg], strings.TrimPrefix(imp, module))
+			}
+		}
+		if _, ok := imports[pkg]; !ok {
+			imports[pkg] = nil
+		}
+	}
+	allowed := map[string][]string{
+		"lease":            {},
+		"lease/memlease":   {"lease"},
+		"lease/leasetest":  {"lease"},
+		"pg":               {"lease"},
+		"api":              {},
+		"internal/logsink": {},
+		"supervisor":       {"lease"},
+		"scheduler":        {"lease"},
+		"backend":          {"lease", "pg"},
+	}
+	for pkg, may := range allowed {
+		got, ok := imports[pkg]
+		if !ok {
+			t.Errorf("package %s not found", pkg)
+		}
+		for _, imp := range got {
+			if !slices.Contains(may, imp) {
+				t.Errorf("%s imports %s; docs/architecture.md allows only %v", pkg, imp, may)
+			}
+		}
+	}
+	for pkg, imps := range imports {
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, "cmd/") {
+				t.Errorf("%s imports the command %s", pkg, imp)
+			}
+		}
+	}
+	deps, err := exec.Command("go", "list", "-deps", "../cmd/qd").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	if strings.Contains(string(deps), module+"bench\n") {
+		t.Error("the qd binary links package bench")
+	}
+}

@@ -131,6 +131,13 @@ func LocalURL(getenv func(string) string) string {
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // Pool returns the connection pool.
 func (p *Provider) Pool() *pgxpool.Pool { return p.pool }
 

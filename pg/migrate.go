@@ -25,7 +25,9 @@ type migration struct {
 }
 
 // migrations returns the embedded migrations in version order. Their file
-// names start with the version: 001_init.sql.
+// names start with the version: 001_init.sql. They hold DDL only: tables,
+// indexes, columns, and the drops of functions whose signature or result
+// changed; the functions themselves are in functions/.
 func migrations() []migration {
 	files, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
@@ -80,26 +82,54 @@ func (p *Provider) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
-// Migrate creates the schema if needed and applies every migration it
-// lacks, each in its own transaction. Concurrent migrations of one schema
-// (several processes running qd migrate) queue on a transaction-scoped
-// advisory lock, so each migration is applied exactly once.
+// Migrate creates the schema if needed and brings it to LatestVersion, all
+// in one transaction: it applies every migration the schema lacks and
+// then, when it applied any, recreates every function (see the package
+// doc). Concurrent migrations of one schema (several processes running qd
+// migrate) queue on a transaction-scoped advisory lock, so each migration
+// is applied exactly once. A schema already at this build's version, or
+// past it, is left as it is, functions included.
 func (p *Provider) Migrate(ctx context.Context) error {
-	for _, m := range migrations() {
-		if err := p.apply(ctx, m); err != nil {
-			return err
-		}
-	}
-	p.ready.Store(true)
-	return nil
-}
-
-func (p *Provider) apply(ctx context.Context, m migration) error {
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("migrate %s: begin: %w", p.schema, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after commit it is a no-op
+	applied, err := p.lockVersions(ctx, tx)
+	if err != nil {
+		return err
+	}
+	var done []string
+	for _, m := range migrations() {
+		if applied[m.version] {
+			continue
+		}
+		if err := p.apply(ctx, tx, m); err != nil {
+			return err
+		}
+		done = append(done, m.name)
+	}
+	if len(done) > 0 {
+		if err := p.createFunctions(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrate %s: commit: %w", p.schema, err)
+	}
+	for _, name := range done {
+		p.logger.Info("applied migration", "schema", p.schema, "migration", name)
+	}
+	if len(done) > 0 {
+		p.logger.Info("created functions", "schema", p.schema, "count", len(functions()))
+	}
+	p.ready.Store(true)
+	return nil
+}
+
+// lockVersions takes the schema's migration lock, creates the schema and
+// its version table if needed, and returns the versions already applied.
+func (p *Provider) lockVersions(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
 	steps := []string{
 		fmt.Sprintf("SELECT pg_advisory_xact_lock(%d, %d)", MigrateLockSpace, LaneKey(p.schema)),
 		p.sql(`CREATE SCHEMA IF NOT EXISTS {{schema}}`),
@@ -110,26 +140,31 @@ func (p *Provider) apply(ctx context.Context, m migration) error {
 	}
 	for _, s := range steps {
 		if _, err := tx.Exec(ctx, s); err != nil {
-			return fmt.Errorf("migrate %s: prepare: %w", p.schema, err)
+			return nil, fmt.Errorf("migrate %s: prepare: %w", p.schema, err)
 		}
 	}
-	var done bool
-	err = tx.QueryRow(ctx, p.sql(`SELECT EXISTS (SELECT 1 FROM {{schema}}.schema_migrations WHERE version = $1)`), m.version).Scan(&done)
+	rows, err := tx.Query(ctx, p.sql(`SELECT version FROM {{schema}}.schema_migrations`))
 	if err != nil {
-		return fmt.Errorf("migrate %s: read version: %w", p.schema, err)
+		return nil, fmt.Errorf("migrate %s: read versions: %w", p.schema, err)
 	}
-	if done {
-		return nil
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: read versions: %w", p.schema, err)
 	}
+	applied := make(map[int]bool, len(versions))
+	for _, v := range versions {
+		applied[v] = true
+	}
+	return applied, nil
+}
+
+// apply runs one migration's DDL and records its version.
+func (p *Provider) apply(ctx context.Context, tx pgx.Tx, m migration) error {
 	if _, err := tx.Exec(ctx, expand(m.sql, p.q)); err != nil {
 		return fmt.Errorf("migrate %s: apply %s: %w", p.schema, m.name, err)
 	}
 	if _, err := tx.Exec(ctx, p.sql(`INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
 		return fmt.Errorf("migrate %s: record %s: %w", p.schema, m.name, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("migrate %s: commit %s: %w", p.schema, m.name, err)
-	}
-	p.logger.Info("applied migration", "schema", p.schema, "migration", m.name)
 	return nil
 }

@@ -6,25 +6,11 @@
 -- other instance, which also took the live runs of a second daemon started
 -- with the same name. It now takes the instances to abandon, each one read
 -- from the state directory of the daemon that is restarting, under a file
--- lock that died with the process that wrote it.
-DROP FUNCTION {{schema}}.abandon_owner(text, text, text);
-
--- abandon_owner abandons the running runs of p_owner held by one of
--- p_instances, and frees or fails their tasks as a reap would.
-CREATE FUNCTION {{schema}}.abandon_owner(p_owner text, p_instances text[], p_summary text)
-RETURNS SETOF bigint LANGUAGE plpgsql SET enable_seqscan = off AS $$
-DECLARE
-    r record;
-BEGIN
-    FOR r IN
-        UPDATE {{schema}}.runs x SET state = 'abandoned', finished_at = clock_timestamp(), summary = p_summary
-        WHERE x.owner = p_owner AND x.state = 'running' AND x.instance = ANY (p_instances)
-        RETURNING x.id, x.task_id
-    LOOP
-        PERFORM {{schema}}.finish_task(r.task_id, 'abandoned', NULL, false);
-        RETURN NEXT r.id;
-    END LOOP;
-END $$;
+-- lock that died with the process that wrote it. The old signature goes
+-- here; Migrate creates the new one with the other functions. IF EXISTS:
+-- a fresh schema never had the old one, since Migrate creates functions
+-- only after the last migration.
+DROP FUNCTION IF EXISTS {{schema}}.abandon_owner(text, text, text);
 
 -- One row per daemon name that is in use: who holds it, and when it last
 -- said so. A daemon refuses to start with a name another living daemon

@@ -1,0 +1,29 @@
+-- reap_lane abandons the expired runs of one lane and moves their tasks.
+-- The caller holds the lane lock. It first asks, through the live-runs-by-
+-- lane index, whether any run of the lane expired, and writes only when one
+-- did, so it costs O(lane limit). The summary it writes is the text of
+-- lease.SilenceSummary.
+CREATE OR REPLACE FUNCTION {{schema}}.reap_lane(p_lane text) RETURNS int
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    r record;
+    n int := 0;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {{schema}}.runs x
+                   WHERE x.lane = p_lane AND x.state = 'running' AND x.lease_expires_at <= clock_timestamp()) THEN
+        RETURN 0;
+    END IF;
+    FOR r IN
+        UPDATE {{schema}}.runs x SET
+            state = 'abandoned',
+            finished_at = clock_timestamp(),
+            summary = 'lease expired: silent for '
+                || round(extract(epoch FROM clock_timestamp() - x.last_heartbeat_at))::bigint || 's'
+        WHERE x.lane = p_lane AND x.state = 'running' AND x.lease_expires_at <= clock_timestamp()
+        RETURNING x.task_id
+    LOOP
+        PERFORM {{schema}}.finish_task(r.task_id, 'abandoned', NULL, false);
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;

@@ -1,0 +1,69 @@
+package pg
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// functionDDL finds the statements that create, change or drop a function.
+var functionDDL = regexp.MustCompile(`(?i)\b(CREATE(\s+OR\s+REPLACE)?|ALTER|DROP)\s+FUNCTION\s+(IF\s+EXISTS\s+)?\{\{schema\}\}\.(\w+)`)
+
+// functionSums records, for each schema version since the functions left
+// the migrations, the sum of the function definitions Migrate installs at
+// that version. A recorded sum never changes.
+var functionSums = map[int]string{
+	4: "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
+}
+
+// Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of
+// the function it is named after, and nothing else that changes functions.
+func TestFunctions_OneFilePerFunction(t *testing.T) {
+	fns := functions()
+	if len(fns) == 0 {
+		t.Fatal("no functions embedded")
+	}
+	for _, f := range fns {
+		ms := functionDDL.FindAllStringSubmatch(f.sql, -1)
+		if len(ms) != 1 || !strings.EqualFold(strings.Join(strings.Fields(ms[0][1]), " "), "CREATE OR REPLACE") || ms[0][4] != f.name {
+			t.Errorf("functions/%s.sql: want one CREATE OR REPLACE FUNCTION {{schema}}.%s, got %q", f.name, f.name, ms)
+		}
+	}
+}
+
+// Ensure the migrations hold no function definitions: a migration may only
+// drop a function whose signature or result changed.
+func TestMigrations_NoFunctions(t *testing.T) {
+	for _, m := range migrations() {
+		for _, ms := range functionDDL.FindAllStringSubmatch(m.sql, -1) {
+			if !strings.EqualFold(ms[1], "DROP") {
+				t.Errorf("migration %s: %s FUNCTION %s; functions belong in functions/%s.sql", m.name, ms[1], ms[4], ms[4])
+			}
+		}
+	}
+}
+
+// Ensure a change to a function comes with a new migration. Migrate
+// recreates the functions only when it applies a migration, so a schema
+// already at the latest version would otherwise keep the old bodies, and
+// its version would no longer say which functions it has.
+func TestFunctions_ChangeNeedsMigration(t *testing.T) {
+	h := sha256.New()
+	for _, f := range functions() {
+		_, stmt, _ := strings.Cut(f.sql, "CREATE OR REPLACE FUNCTION")
+		h.Write([]byte(f.name + "\n" + stmt + "\n"))
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	v := LatestVersion()
+	want, ok := functionSums[v]
+	switch {
+	case !ok:
+		t.Fatalf("no function sum recorded for version %d: add %d: %q to functionSums", v, v, got)
+	case got != want:
+		t.Fatalf("the functions differ from those of version %d (sum %s, recorded %s): a changed function "+
+			"needs a new migration, which may hold no DDL; add migration %d and record %d: %q in functionSums",
+			v, got, want, v+1, v+1, got)
+	}
+}

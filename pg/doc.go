@@ -46,6 +46,13 @@
 // statement in them has an index that serves it, so forbidding the scan
 // costs nothing when the statistics are right.
 //
+// A few facts are written both in Go and in SQL, and a test compares the
+// two over a table of inputs: the lane lock key (LaneKey, lane_key;
+// TestLaneKey), the lane name pattern (lease.LanePattern, the CHECK on
+// lanes.name; TestLaneName), the retry delay (lease.Backoff, backoff;
+// TestBackoff) and the summary of an expired run (lease.SilenceSummary,
+// reap_lane; TestSilenceSummary).
+//
 // # The claim
 //
 // One call of the claim function, in one round trip:

@@ -131,7 +131,8 @@ periodic "hourly-hello" {
   # Required. Same forms as an agent's schedule.
   schedule = "@hourly"
 
-  # Required. An agent defined in this file.
+  # Required. An agent, usually one defined in this file; one that is not is
+  # a warning (its tasks wait for a daemon elsewhere that runs it).
   agent = "hello"
 
   # Lane of the task; one of the agent's lanes when it names them.
@@ -152,4 +153,18 @@ periodic "hourly-hello" {
 
   # Attempts of each task. Default: the agent's max_attempts.
   # max_attempts = 3
+}
+
+# A lane's settings, applied at start and on every reload (SIGHUP). A lane
+# named here gets these settings whatever `qd lane set` said before; a lane
+# not named here is left as it is. Lanes need no block: one is created with
+# limit 1 when its first task is enqueued.
+lane "default" {
+  # Live runs the lane allows at once, across every daemon. Default: leave
+  # the lane's limit as it is (1 for a new lane).
+  max_running = 1
+
+  # true stops claims from the lane (its queue is kept); false resumes it.
+  # Default: leave as it is.
+  # paused = false
 }

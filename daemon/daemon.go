@@ -56,10 +56,11 @@ type daemon struct {
 	version  string
 	inc      *incarnation
 
-	mu        sync.Mutex
-	conf      *config.Config
-	reloadErr string
-	dbErr     string
+	mu         sync.Mutex
+	conf       *config.Config
+	lanesDirty chan struct{} // see keepLanes
+	reloadErr  string
+	dbErr      string
 
 	lastDog time.Time // guarded by the supervisor loop, its only caller
 }
@@ -86,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 		queue = p
 	}
 	d := &daemon{logger: logger, logOut: logOut, queue: queue, conf: conf, started: time.Now(),
-		instance: newInstance(), version: o.Version}
+		instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1)}
 	d.names, _ = queue.(nameRegistry)
 	if err := d.checkSchema(ctx); err != nil {
 		return err
@@ -124,6 +125,7 @@ func Run(ctx context.Context, o Options) error {
 	logger.Info("qd started", "supervisor", conf.Name, "instance", d.instance,
 		"config", conf.Source(), "socket", srv.Path(), "state_dir", conf.StateDir,
 		"agents", len(conf.Agents), "database", lease.Redact(o.URL))
+	d.logWarnings(conf)
 
 	var g run.Group
 	hurry := make(chan struct{})
@@ -186,6 +188,11 @@ func Run(ctx context.Context, o Options) error {
 	{ // housekeeping: release an earlier incarnation's runs, prune history
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.housekeeping(ctx); return nil }, func(error) { cancel() })
+	}
+	{ // the config's lane blocks, at start and after each reload
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		d.wantLanes()
+		g.Add(func() error { d.keepLanes(ctx); return nil }, func(error) { cancel() })
 	}
 	if d.names != nil { // the daemon's name: renewed while it runs, given up at the end
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

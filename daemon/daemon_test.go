@@ -314,3 +314,55 @@ func TestDaemon_RestartAbandonsEarlier(t *testing.T) {
 		t.Errorf("second daemon on the same state directory: got %v, want refused", err)
 	}
 }
+
+// Ensure the config's lane blocks are applied at start and again on
+// reload, winning over a `qd lane set` made meanwhile, and that a lane the
+// config does not name is left as it was.
+func TestDaemon_LaneBlocks(t *testing.T) {
+	q := memlease.New()
+	ctx := context.Background()
+	lanes := "lane \"wide\" {\n  max_running = 3\n}\nlane \"held\" {\n  paused = true\n}\n"
+	td := MustStart(t, q, "d1", "", lanes)
+	lane := func(name string) lease.Lane {
+		t.Helper()
+		ls, err := q.Lanes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Name == name {
+				return l
+			}
+		}
+		return lease.Lane{}
+	}
+	waitLane := func(name string, ok func(lease.Lane) bool) lease.Lane {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if l := lane(name); ok(l) {
+				return l
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lane %s never as wanted: %+v", name, lane(name))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	l := waitLane("wide", func(l lease.Lane) bool { return l.MaxRunning == 3 })
+	if !strings.HasPrefix(l.SetBy, "config "+td.conf) {
+		t.Errorf("lane set from the config says it was set by %q", l.SetBy)
+	}
+	waitLane("held", func(l lease.Lane) bool { return l.Paused })
+
+	one, two := 1, 2
+	for _, u := range []lease.LaneUpdate{{Name: "wide", MaxRunning: &one, SetBy: "qd lane set"}, {Name: "other", MaxRunning: &two, SetBy: "qd lane set"}} {
+		if _, err := q.SetLane(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	td.reload("d1", lanes)
+	waitLane("wide", func(l lease.Lane) bool { return l.MaxRunning == 3 && strings.HasPrefix(l.SetBy, "config ") })
+	if l := lane("other"); l.MaxRunning != 2 || l.SetBy != "qd lane set" {
+		t.Errorf("lane the config does not name: %+v, want left at 2 by qd lane set", l)
+	}
+}

@@ -1,6 +1,10 @@
 package daemon
 
-import "github.com/qd-run/qd/internal/config"
+import (
+	"fmt"
+
+	"github.com/qd-run/qd/internal/config"
+)
 
 // reload reads the config file again. Agents and periodic schedules change
 // at once, without touching running children; an invalid file is reported
@@ -31,6 +35,8 @@ func (d *daemon) reload() {
 	d.conf, d.reloadErr = conf, ""
 	d.mu.Unlock()
 	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
+	d.wantLanes()
+	d.logWarnings(conf)
 	d.logger.Info("config reloaded", "agents", len(conf.Agents), "periodics", len(conf.Periodics))
 	_ = d.notify.Status("running")
 }
@@ -59,4 +65,12 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// logWarnings logs what the config holds that is valid but likely a
+// mistake (config.Config.Warnings).
+func (d *daemon) logWarnings(conf *config.Config) {
+	for _, w := range conf.Warnings {
+		d.logger.Warn("config: "+w.Message, "at", fmt.Sprintf("%s:%d", w.File, w.Line))
+	}
 }

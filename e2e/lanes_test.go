@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +115,45 @@ func TestDaemon_TwoDaemonsNeverOverlapALane(t *testing.T) {
 		t.Errorf("at most %d lane worked at once across two daemons", maxLanes)
 	}
 	t.Logf("runs per daemon %v, up to %d lanes at once", owners, maxLanes)
+}
+
+// Ensure a lane block in the config sets the lane's limit at start, so an
+// agent with parallel = 2 on that lane runs two tasks at once (never more),
+// and qd lane list says the config set it.
+func TestDaemon_LaneBlockLimit(t *testing.T) {
+	t.Parallel()
+	qd := testkit.MustBuild(t)
+	db, schema := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	a := newAudit(t, schema)
+	var ids []string
+	for range 4 {
+		ids = append(ids, enqueue(t, qd, db, "wide", "work"))
+	}
+	body := auditedAgent("work", laneAgent(t, a, "1"), "wide", a, 2) + `
+lane "wide" {
+  max_running = 2
+}`
+	d := testkit.StartDaemon(t, qd, db, "wide", strings.Replace(body, `parallel = 2`, "parallel = 2\n  lanes = [\"wide\"]", 1), testkit.DaemonOptions{})
+	for _, id := range ids {
+		waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	}
+	ivs := a.intervals(t)
+	most := 0
+	for _, iv := range ivs {
+		at := 0
+		for _, o := range ivs {
+			if !o.start.After(iv.start) && o.end.After(iv.start) {
+				at++
+			}
+		}
+		most = max(most, at)
+	}
+	if most != 2 {
+		t.Errorf("at most %d runs of lane wide worked at once, want 2 (its limit from the config)", most)
+	}
+	out := testkit.MustQD(t, qd, db, "lane", "list", "--json")
+	if !strings.Contains(out, `"set_by": "config `+d.Config+` (daemon wide)"`) {
+		t.Errorf("qd lane list does not say the config set lane wide:\n%s", out)
+	}
 }

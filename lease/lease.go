@@ -86,6 +86,9 @@ type Lane struct {
 	Name       string
 	MaxRunning int
 	Paused     bool
+	// SetBy says who set the limit or the pause last (LaneUpdate.SetBy);
+	// empty while the lane has its defaults.
+	SetBy string
 	// Filled by listings.
 	Running      int
 	Queued       int
@@ -214,6 +217,9 @@ type LaneUpdate struct {
 	Name       string
 	MaxRunning *int
 	Paused     *bool
+	// SetBy records who makes the change, such as "qd lane set" or a
+	// daemon's config; empty leaves the record as it was.
+	SetBy string
 }
 
 // TaskFilter narrows a task listing. Zero fields match everything.

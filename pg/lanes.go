@@ -32,14 +32,15 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 	l := lease.Lane{Name: u.Name}
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`
-			INSERT INTO {{schema}}.lanes AS l (name, max_running, paused)
-			VALUES ($1, coalesce($2, 1), coalesce($3, false))
+			INSERT INTO {{schema}}.lanes AS l (name, max_running, paused, set_by)
+			VALUES ($1, coalesce($2, 1), coalesce($3, false), $4)
 			ON CONFLICT (name) DO UPDATE SET
 				max_running = coalesce($2, l.max_running),
 				paused = coalesce($3, l.paused),
+				set_by = coalesce($4, l.set_by),
 				updated_at = clock_timestamp()
-			RETURNING max_running, paused`), u.Name, u.MaxRunning, u.Paused).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&l.MaxRunning, &l.Paused) })
+			RETURNING max_running, paused, coalesce(set_by, '')`), u.Name, u.MaxRunning, u.Paused, nullString(u.SetBy)).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&l.MaxRunning, &l.Paused, &l.SetBy) })
 	})
 	if err != nil {
 		return lease.Lane{}, fmt.Errorf("set lane %s: %w", u.Name, mapErr(err))
@@ -50,7 +51,7 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 // Lanes lists every lane with its running and queued counts.
 func (p *Provider) Lanes(ctx context.Context) ([]lease.Lane, error) {
 	rows, err := p.query(ctx, p.sql(`
-		SELECT l.name, l.max_running, l.paused,
+		SELECT l.name, l.max_running, l.paused, coalesce(l.set_by, ''),
 			(SELECT count(*) FROM {{schema}}.runs r WHERE r.lane = l.name AND r.state = 'running'),
 			q.n, q.oldest
 		FROM {{schema}}.lanes l
@@ -64,7 +65,7 @@ func (p *Provider) Lanes(ctx context.Context) ([]lease.Lane, error) {
 	lanes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.Lane, error) {
 		var l lease.Lane
 		var oldest *time.Time
-		err := row.Scan(&l.Name, &l.MaxRunning, &l.Paused, &l.Running, &l.Queued, &oldest)
+		err := row.Scan(&l.Name, &l.MaxRunning, &l.Paused, &l.SetBy, &l.Running, &l.Queued, &oldest)
 		if oldest != nil {
 			l.OldestQueued = *oldest
 		}

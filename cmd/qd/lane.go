@@ -38,11 +38,15 @@ type laneJSON struct {
 	Running      int        `json:"running"`
 	Queued       int        `json:"queued"`
 	OldestQueued *time.Time `json:"oldest_queued_at"`
+	SetBy        string     `json:"set_by"`
 }
 
 func toLaneJSON(l lease.Lane) laneJSON {
-	return laneJSON{l.Name, l.MaxRunning, l.Paused, l.Running, l.Queued, timePtr(l.OldestQueued)}
+	return laneJSON{l.Name, l.MaxRunning, l.Paused, l.Running, l.Queued, timePtr(l.OldestQueued), l.SetBy}
 }
+
+// laneSetBy is who `qd lane set` says made a change.
+const laneSetBy = "qd lane set"
 
 func setupLaneSet(fs *flag.FlagSet) runFunc {
 	maxRunning := intFlag(fs, "max-running", 1, 1, "allow at most `N` live runs in the lane")
@@ -58,7 +62,7 @@ func setupLaneSet(fs *flag.FlagSet) runFunc {
 		if !lease.ValidName(args[0]) {
 			return usageErrorf("lane set: lane %q does not match %s", args[0], lease.LanePattern)
 		}
-		u := lease.LaneUpdate{Name: args[0]}
+		u := lease.LaneUpdate{Name: args[0], SetBy: laneSetBy}
 		if isSet(fs, "max-running") {
 			u.MaxRunning = maxRunning
 		}
@@ -104,13 +108,17 @@ func writeLanes(env *Env, lanes []lease.Lane) error {
 		return writeJSON(env.Stdout, out)
 	}
 	now := time.Now()
-	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED")
+	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED", "SET BY")
 	for _, l := range lanes {
 		paused := "no"
 		if l.Paused {
 			paused = "yes"
 		}
-		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relative(l.OldestQueued, now))
+		setBy := l.SetBy
+		if setBy == "" {
+			setBy = "defaults"
+		}
+		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relative(l.OldestQueued, now), setBy)
 	}
 	return t.flush()
 }

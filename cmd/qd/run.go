@@ -25,7 +25,11 @@ Without --config the first existing file of $QD_CONFIG, ./qd.hcl,
 ~/.config/qd/qd.hcl and /etc/qd/qd.hcl is used; when there is none the
 daemon runs with the defaults and no agents, and says where it looked.
 --check validates the config (every agent's command included) and exits:
-0 when it is valid, 2 with every problem as file:line otherwise.`,
+0 when it is valid, 2 with every problem as file:line otherwise. What is
+valid but likely a mistake is a warning, on stderr with --check and in the
+daemon's log at start and on reload: an agent whose parallel exceeds the
+total limit of its lanes, a periodic that enqueues faster than its agent
+wakes, a periodic for an agent this file does not define.`,
 	db: true,
 	setup: func(fs *flag.FlagSet) runFunc {
 		check := fs.Bool("check", false, "validate the config and exit")
@@ -38,8 +42,11 @@ daemon runs with the defaults and no agents, and says where it looked.
 				return err
 			}
 			if *check {
-				fmt.Fprintf(env.Stdout, "%s: ok: %d agents, %d periodic schedules\n",
-					conf.Source(), len(conf.Agents), len(conf.Periodics))
+				for _, w := range conf.Warnings {
+					fmt.Fprintf(env.Stderr, "qd: warning: %s\n", w)
+				}
+				fmt.Fprintf(env.Stdout, "%s: ok: %d agents, %d periodic schedules, %d lanes\n",
+					conf.Source(), len(conf.Agents), len(conf.Periodics), len(conf.Lanes))
 				return nil
 			}
 			url, err := env.URL()

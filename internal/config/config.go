@@ -47,6 +47,9 @@ type Config struct {
 	Retention     time.Duration // 0: keep finished tasks forever
 	Agents        []Agent       // sorted by name
 	Periodics     []Periodic    // sorted by name
+	Lanes         []Lane        // sorted by name
+	// Warnings are what is valid but likely a mistake; see warnings.
+	Warnings []Problem
 }
 
 // Agent is one agent "NAME" block: a program the daemon runs for each task

@@ -117,6 +117,7 @@ func TestLoad_Full(t *testing.T) {
 		checkSched(t, p.Name, p.Sched.Next(from), nexts[p.Name], p.DeclRange.Start.Line, lines[p.Name])
 		p.Sched, p.DeclRange = nil, hcl.Range{}
 	}
+	three, yes := 3, true
 	want := &Config{
 		Path:          filepath.Join(dir, "qd.hcl"),
 		Database:      "postgres://qd@db.example:5432/qd?sslmode=disable",
@@ -155,6 +156,10 @@ func TestLoad_Full(t *testing.T) {
 			Payload: `{"env": "staging", "n": [1, 2]}`, Priority: -3, CatchUp: "once",
 			MaxAttempts: 7, // the agent's
 		}},
+		Lanes: []Lane{{Name: "prod", MaxRunning: &three}, {Name: "staging", Paused: &yes}},
+	}
+	for i := range c.Lanes {
+		c.Lanes[i].DeclRange = hcl.Range{}
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("\ngot  %+v\nwant %+v", c, want)

@@ -26,6 +26,7 @@ var rootSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "periodic", LabelNames: []string{"name"}},
+		{Type: "lane", LabelNames: []string{"name"}},
 	},
 }
 
@@ -85,9 +86,11 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	d.top(content.Attributes, c)
 	c.Agents = d.agents(content.Blocks)
 	c.Periodics = d.periodics(content.Blocks, c)
+	c.Lanes = d.lanes(content.Blocks)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	c.Warnings = warnings(c)
 	return c, nil
 }
 

@@ -81,10 +81,10 @@ func (d *decoder) periodicAgent(attrs hcl.Attributes, ctx string, top int, c *Co
 		return nil
 	}
 	a := c.Agent(p.Agent)
-	if a == nil {
-		d.at(line(attrs["agent"]), ctx, "agent %q is not defined in this file", p.Agent)
+	if a == nil && !lease.ValidName(p.Agent) {
+		d.at(line(attrs["agent"]), ctx, "agent %q does not match %s", p.Agent, lease.LanePattern)
 	}
-	return a
+	return a // nil for a valid name is a warning: see warnings
 }
 
 // checkLane requires a valid lane that the agent serves, when it names its

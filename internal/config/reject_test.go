@@ -116,7 +116,6 @@ func TestLoad_Rejects(t *testing.T) {
 			`15: agent "build": env key "GOOD" is set twice, at lines 14 and 15`,
 		}},
 		{"periodic", []string{
-			`9: periodic "ghost": agent "deploy" is not defined in this file`,
 			`16: periodic "badjson": payload is not valid JSON: invalid character '}' looking for beginning of object key string`,
 			`23: periodic "catchup": catch_up "all" is not one of skip, once`,
 			`29: periodic "offlane": lane "other" is not among the lanes of agent "build" ([ci nightly]), so its tasks would never run`,

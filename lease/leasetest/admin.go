@@ -58,9 +58,17 @@ func testLanesPauseAndLimit(t *testing.T, p lease.Provider) {
 	set(lease.LaneUpdate{Name: "pl", Paused: &no})
 	MustClaim(t, p, claimIn("pl"))
 
-	if l := set(lease.LaneUpdate{Name: "fresh", Paused: &yes}); l.MaxRunning != 1 || !l.Paused || l.Queued != 0 {
-		t.Errorf("lane created by set lane: got %+v, want limit 1, paused", l)
+	if l := set(lease.LaneUpdate{Name: "fresh", Paused: &yes}); l.MaxRunning != 1 || !l.Paused || l.Queued != 0 || l.SetBy != "" {
+		t.Errorf("lane created by set lane: got %+v, want limit 1, paused, set by nobody named", l)
 	}
+	// Who set a lane last is kept until someone else names themselves.
+	if l := set(lease.LaneUpdate{Name: "fresh", MaxRunning: &three, SetBy: "qd lane set"}); l.SetBy != "qd lane set" {
+		t.Errorf("lane set by qd lane set: set by %q", l.SetBy)
+	}
+	set(lease.LaneUpdate{Name: "fresh", Paused: &no})
+	checkLane(t, p, "fresh", lease.Lane{Name: "fresh", MaxRunning: 3, SetBy: "qd lane set"})
+	set(lease.LaneUpdate{Name: "fresh", MaxRunning: &one, SetBy: "config /etc/qd/qd.hcl"})
+	checkLane(t, p, "fresh", lease.Lane{Name: "fresh", MaxRunning: 1, SetBy: "config /etc/qd/qd.hcl"})
 }
 
 func checkLane(t *testing.T, p lease.Provider, name string, want lease.Lane) {
@@ -71,9 +79,10 @@ func checkLane(t *testing.T, p lease.Provider, name string, want lease.Lane) {
 	}
 	for _, l := range lanes {
 		if l.Name == name {
-			if l.MaxRunning != want.MaxRunning || l.Paused != want.Paused || l.Running != want.Running || l.Queued != want.Queued {
-				t.Errorf("lane %s: got limit %d paused %v running %d queued %d; want %d %v %d %d", name,
-					l.MaxRunning, l.Paused, l.Running, l.Queued, want.MaxRunning, want.Paused, want.Running, want.Queued)
+			if l.MaxRunning != want.MaxRunning || l.Paused != want.Paused || l.Running != want.Running || l.Queued != want.Queued ||
+				(want.SetBy != "" && l.SetBy != want.SetBy) {
+				t.Errorf("lane %s: got limit %d paused %v running %d queued %d set by %q; want %d %v %d %d %q", name,
+					l.MaxRunning, l.Paused, l.Running, l.Queued, l.SetBy, want.MaxRunning, want.Paused, want.Running, want.Queued, want.SetBy)
 			}
 			return
 		}

@@ -147,6 +147,9 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 	if u.Paused != nil {
 		l.Paused = *u.Paused
 	}
+	if u.SetBy != "" {
+		l.SetBy = u.SetBy
+	}
 	return p.laneView(l), nil
 }
 

@@ -41,3 +41,11 @@ periodic "hourly" {
   schedule = "@hourly"
   agent    = "build"
 }
+
+lane "prod" {
+  max_running = 3
+}
+
+lane "staging" {
+  paused = true
+}

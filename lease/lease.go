@@ -202,8 +202,12 @@ type Settlement struct {
 	ExitCode   *int
 	Signal     string
 	OutputTail string
-	// RetryIn delays the next attempt after RunFailed. Zero: the
-	// exponential backoff of Backoff with DefaultBackoffBase.
+	// RetryIn delays the next attempt after RunFailed (zero: the
+	// exponential backoff of Backoff with DefaultBackoffBase), and after
+	// RunAbandoned when set (zero: claimable at once): a run that the
+	// agent's own behaviour ended (timed out, stalled, died of a signal)
+	// backs off like a failure; one that qd ended for its own reasons does
+	// not.
 	RetryIn time.Duration
 	// Refund gives back the attempt of an abandoned run (graceful shutdown),
 	// so it does not count toward MaxAttempts.

@@ -17,6 +17,7 @@ var functionDDL = regexp.MustCompile(`(?i)\b(CREATE(\s+OR\s+REPLACE)?|ALTER|DROP
 var functionSums = map[int]string{
 	4: "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
 	5: "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
+	6: "6a529df65bcbbac05ae745ee32cb365fc874fc154aa65d13538c5bec0efc150e",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -51,6 +51,7 @@ var cases = []testCase{
 	{"Settle/Idempotent", testSettleIdempotent},
 	{"Settle/FailRetriesThenFails", testSettleFailRetriesThenFails},
 	{"Settle/AbandonRefund", testSettleAbandonRefund},
+	{"Settle/AbandonBackoff", testSettleAbandonBackoff},
 	{"Settle/LogError", testSettleLogError},
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},

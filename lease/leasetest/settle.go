@@ -155,6 +155,29 @@ func testSettleAbandonRefund(t *testing.T, p lease.Provider) {
 	}
 }
 
+// Ensure an abandoned run settled with a retry delay (a timeout or a stall)
+// leaves its task queued but not claimable until the delay has passed, and
+// that one without a delay (qd's own reasons) is claimable at once.
+func testSettleAbandonBackoff(t *testing.T, p lease.Provider) {
+	ep := task("abackoff", "a")
+	ep.MaxAttempts = 3
+	id := mustEnqueue(t, p, ep)
+	l := MustClaim(t, p, claimIn("abackoff"))
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned, Summary: "timed out", RetryIn: time.Hour})
+	if tk := wantState(t, p, id, lease.TaskQueued); tk.RunAfter.Before(time.Now().Add(50*time.Minute)) || tk.Attempts != 1 {
+		t.Errorf("task after a timed-out run: run_after %s, attempts %d; want an hour from now and 1", tk.RunAfter, tk.Attempts)
+	}
+	mustNoWork(t, p, claimIn("abackoff"))
+
+	ep.Lane = "abnow"
+	id = mustEnqueue(t, p, ep)
+	l = MustClaim(t, p, claimIn("abnow"))
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned, Summary: "lease lost"})
+	if l = MustClaim(t, p, claimIn("abnow")); l.TaskID != id {
+		t.Errorf("a run abandoned without a delay: claim took task %d, want %d at once", l.TaskID, id)
+	}
+}
+
 // Ensure a settlement that marks the run's log file incomplete is kept on
 // the run, that one that does not leaves it empty, and that a refused
 // (stale) settlement marks nothing.

@@ -128,8 +128,8 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 			delay = lease.Backoff(lease.DefaultBackoffBase, t.Attempts)
 		}
 		requeue(t, now.Add(delay), now)
-	default:
-		requeue(t, now, now)
+	default: // abandoned: at once, or after the delay asked for
+		requeue(t, now.Add(s.RetryIn), now)
 	}
 }
 

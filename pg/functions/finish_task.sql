@@ -1,7 +1,8 @@
 -- finish_task moves the task of a run that just ended with outcome.
 -- A cancel request wins over a retry; a failed attempt waits retry_in
--- (or the backoff); an abandoned one is claimable at once; refund gives
--- the attempt back.
+-- (or the backoff); an abandoned one waits retry_in when given (a timeout
+-- or a stall: the agent's own doing), else is claimable at once; refund
+-- gives the attempt back.
 CREATE OR REPLACE FUNCTION {{schema}}.finish_task(p_task bigint, p_outcome text, p_retry_in interval, p_refund boolean)
 RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
@@ -17,7 +18,7 @@ BEGIN
             ELSE 'failed' END,
         run_after = CASE
             WHEN p_outcome = 'failed' THEN v_now + coalesce(p_retry_in, {{schema}}.backoff(t.attempts, interval '10 seconds'))
-            WHEN p_outcome = 'abandoned' THEN v_now
+            WHEN p_outcome = 'abandoned' THEN v_now + coalesce(p_retry_in, interval '0')
             ELSE t.run_after END,
         updated_at = v_now
     WHERE t.id = p_task AND t.state = 'running';

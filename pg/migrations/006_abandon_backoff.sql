@@ -1,0 +1,5 @@
+-- qd queue schema, version 6: finish_task delays the next attempt of an
+-- abandoned run by the retry delay its settlement gives (a timeout or a
+-- stall backs off like a failure); without one the task stays claimable at
+-- once, as before. No table changes: the function is recreated from
+-- functions/finish_task.sql.

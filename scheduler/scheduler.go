@@ -79,6 +79,7 @@ type agentState struct {
 	next    time.Time
 	busy    bool // a claim for this agent is in flight
 	kicked  bool // a run ended while the claim was in flight
+	woken   bool // Wake was called while the claim was in flight
 	hot     bool // the last claim filled every free slot: claim again when a run ends
 	removed bool
 }
@@ -175,6 +176,22 @@ func (s *Scheduler) Kick(agent string) {
 	go s.claim(ctx, a, true)
 }
 
+// Wake claims for agent at once, as a tick of its schedule would: a task
+// was just enqueued for it on this host (`qd enqueue`, `qd run-now`). When
+// a claim is in flight it claims once more when that one is done. It
+// reports false when the scheduler has no agent of that name.
+func (s *Scheduler) Wake(agent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[agent]
+	if a == nil || a.removed {
+		return false
+	}
+	a.woken = true
+	s.poke()
+	return true
+}
+
 // Run fires ticks until ctx ends, then waits for claims in flight. It
 // catches up missed periodic ticks first.
 func (s *Scheduler) Run(ctx context.Context) error {
@@ -233,14 +250,17 @@ func (s *Scheduler) fire(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range s.agents {
-		if a.next.IsZero() || a.next.After(now) {
+		due := !a.next.IsZero() && !a.next.After(now)
+		if !due && !a.woken {
 			continue
 		}
-		a.next = Next(a.Schedule, now)
+		if due {
+			a.next = Next(a.Schedule, now)
+		}
 		if a.busy {
-			continue
+			continue // a woken agent's claim in flight looks again
 		}
-		a.busy = true
+		a.busy, a.woken = true, false
 		s.wg.Add(1)
 		go s.claim(ctx, a, false)
 	}
@@ -272,8 +292,8 @@ func (s *Scheduler) claim(ctx context.Context, a *agentState, kicked bool) {
 		kicked = true
 		s.claimOnce(ctx, a)
 		s.mu.Lock()
-		again := a.kicked && a.hot && !a.removed && !s.paused && ctx.Err() == nil
-		a.kicked = false
+		again := (a.kicked && a.hot || a.woken) && !a.removed && !s.paused && ctx.Err() == nil
+		a.kicked, a.woken = false, false
 		if !again {
 			a.busy = false
 			s.mu.Unlock()

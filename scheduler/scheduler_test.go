@@ -144,6 +144,29 @@ func TestScheduler_KickDrainsBacklog(t *testing.T) {
 	waitFor(t, 10*time.Second, "twenty runs", func() bool { return r.Started() == 20 })
 }
 
+// Ensure Wake claims for an agent at once, however far its next tick is,
+// and says whether the scheduler has the agent.
+func TestScheduler_Wake(t *testing.T) {
+	q := memlease.New()
+	r := &Runner{}
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Owner: "test"})
+	s.Set([]scheduler.Agent{{Name: "daily", Schedule: onceAt{time.Now().Add(time.Hour)}, Parallel: 2, Lease: time.Minute}}, nil)
+	start(t, s)
+	MustEnqueue(t, q, "a", "daily")
+	begin := time.Now()
+	if !s.Wake("daily") {
+		t.Fatal("Wake of a configured agent reported false")
+	}
+	waitFor(t, 2*time.Second, "the woken claim", func() bool { return r.Started() == 1 })
+	t.Logf("wake to start: %s", time.Since(begin))
+	MustEnqueue(t, q, "b", "daily")
+	s.Wake("daily")
+	waitFor(t, 2*time.Second, "the second woken claim", func() bool { return r.Started() == 2 })
+	if s.Wake("nobody") {
+		t.Error("Wake of an unknown agent reported true")
+	}
+}
+
 // onceAt fires at its time and then not for a day.
 type onceAt struct{ at time.Time }
 

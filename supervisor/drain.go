@@ -25,37 +25,37 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	rs := s.live()
-	s.log.Info("draining", "runs", len(rs), "grace", grace)
-	for _, r := range rs {
-		r.terminate(stopShutdown, "supervisor shutdown", 0)
+	cs := s.live()
+	s.log.Info("draining", "runs", len(cs), "grace", grace)
+	for _, c := range cs {
+		c.terminate(stopShutdown, "supervisor shutdown", 0)
 	}
-	if !waitRuns(rs, grace, hurry, func(r *run) <-chan struct{} { return r.exited }) {
+	if !waitChildren(cs, grace, hurry, func(c *child) <-chan struct{} { return c.exited }) {
 		n := 0
-		for _, r := range rs {
-			if !exited(r) {
+		for _, c := range cs {
+			if !exited(c) {
 				n++
-				r.kill(stopShutdown, "supervisor shutdown")
+				c.kill(stopShutdown, "supervisor shutdown")
 			}
 		}
 		s.log.Warn("grace over, killed the children left", "runs", n)
 	}
-	if !waitRuns(rs, settleWait, nil, func(r *run) <-chan struct{} { return r.done }) {
-		s.logUnreleased(rs)
+	if !waitChildren(cs, settleWait, nil, func(c *child) <-chan struct{} { return c.done }) {
+		s.logUnreleased(cs)
 	}
 	s.giveUp()
 	s.discardJournal()
 	s.log.Info("drained")
 }
 
-// waitRuns waits up to d, or until hurry closes, for the channel that ch
+// waitChildren waits up to d, or until hurry closes, for the channel that ch
 // picks from every run to close.
-func waitRuns(rs []*run, d time.Duration, hurry <-chan struct{}, ch func(*run) <-chan struct{}) bool {
+func waitChildren(cs []*child, d time.Duration, hurry <-chan struct{}, ch func(*child) <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	for _, r := range rs {
+	for _, c := range cs {
 		select {
-		case <-ch(r):
+		case <-ch(c):
 		case <-t.C:
 			return false
 		case <-hurry:
@@ -65,21 +65,21 @@ func waitRuns(rs []*run, d time.Duration, hurry <-chan struct{}, ch func(*run) <
 	return true
 }
 
-func (s *Supervisor) logUnreleased(rs []*run) {
+func (s *Supervisor) logUnreleased(cs []*child) {
 	n := 0
 	var last time.Time
-	for _, r := range rs {
+	for _, c := range cs {
 		select {
-		case <-r.done:
+		case <-c.done:
 			continue
 		default:
 		}
 		n++
-		r.mu.Lock()
-		if r.hb.expires.After(last) {
-			last = r.hb.expires
+		c.mu.Lock()
+		if c.hb.expires.After(last) {
+			last = c.hb.expires
 		}
-		r.mu.Unlock()
+		c.mu.Unlock()
 	}
 	s.log.Error("could not release runs; their leases expire on their own", "runs", n,
 		"lease_expires_by", last.Round(0).Format(time.RFC3339))

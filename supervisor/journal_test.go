@@ -61,11 +61,11 @@ func TestSupervisor_JournalBounded(t *testing.T) {
 	}
 	const total, keep = 3 * journalCompact, 10
 	self := os.Getpid()
-	runs := make([]*run, 0, total)
+	runs := make([]*child, 0, total)
 	for i := range total {
-		r := &run{l: &lease.Lease{RunID: int64(i + 1)}, pid: self, log: s.log}
-		s.record(r)
-		runs = append(runs, r)
+		c := &child{l: &lease.Lease{RunID: int64(i + 1)}, pid: self, log: s.log}
+		s.record(c)
+		runs = append(runs, c)
 		if i >= keep {
 			s.unrecord(runs[i-keep])
 		}
@@ -85,22 +85,22 @@ func TestSupervisor_JournalBounded(t *testing.T) {
 	for _, c := range recs {
 		got[c.RunID] = true
 	}
-	for _, r := range runs[total-keep:] {
-		if !got[r.l.RunID] {
-			t.Errorf("live run %d not in the journal", r.l.RunID)
+	for _, c := range runs[total-keep:] {
+		if !got[c.l.RunID] {
+			t.Errorf("live run %d not in the journal", c.l.RunID)
 		}
 	}
 	if len(recs) != keep {
 		t.Errorf("journal holds %d live records, want %d", len(recs), keep)
 	}
-	for _, r := range runs[total-keep:] {
-		s.unrecord(r)
+	for _, c := range runs[total-keep:] {
+		s.unrecord(c)
 	}
 	if ents, _ := os.ReadDir(childrenDir(state)); len(ents) != 0 {
 		t.Errorf("%d files left in the children directory with no child, want none", len(ents))
 	}
 	// The next child is recorded again, alone.
-	next := &run{l: &lease.Lease{RunID: total + 1}, pid: self, log: s.log}
+	next := &child{l: &lease.Lease{RunID: total + 1}, pid: self, log: s.log}
 	s.record(next)
 	data, err = os.ReadFile(journalPath(state))
 	if err != nil {

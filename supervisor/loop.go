@@ -14,10 +14,10 @@ const maxTick = time.Second
 
 // beatReply is the answer to one batched heartbeat.
 type beatReply struct {
-	runs    []*run
-	sentAt  int64
-	results []lease.BeatResult
-	err     error
+	children []*child
+	sentAt   int64
+	results  []lease.BeatResult
+	err      error
 }
 
 // Run is the heartbeat loop: one pass at least every second, one Heartbeat
@@ -88,10 +88,10 @@ const (
 // held.
 func (s *Supervisor) retryAt(now int64, failures int) int64 {
 	at := now + int64(retryDelay(failures))
-	for _, r := range s.live() {
-		r.mu.Lock()
-		deadline, held := r.hb.deadline, r.reason < stopFenced
-		r.mu.Unlock()
+	for _, c := range s.live() {
+		c.mu.Lock()
+		deadline, held := c.hb.deadline, c.reason < stopFenced
+		c.mu.Unlock()
 		if held {
 			at = min(at, max(now+int64(minRetry), deadline-int64(lastTry)))
 		}
@@ -104,13 +104,13 @@ func (s *Supervisor) retryAt(now int64, failures int) int64 {
 // needed (mono ns). A due heartbeat also carries the runs that are within
 // half an interval of due, so runs started at different times fall into
 // one batch per interval instead of one call each.
-func (s *Supervisor) pass(now int64) (batch []*run, due bool, next int64) {
+func (s *Supervisor) pass(now int64) (batch []*child, due bool, next int64) {
 	next = now + int64(maxTick)
-	for _, r := range s.live() {
-		when, state := s.check(r, now)
+	for _, c := range s.live() {
+		when, state := s.check(c, now)
 		next = min(next, when)
 		if state != beatLater {
-			batch = append(batch, r)
+			batch = append(batch, c)
 		}
 		due = due || state == beatDue
 	}
@@ -124,59 +124,59 @@ const (
 	beatDue          // must go now
 )
 
-func (s *Supervisor) live() []*run {
+func (s *Supervisor) live() []*child {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rs := make([]*run, 0, len(s.runs))
-	for _, r := range s.runs {
-		rs = append(rs, r)
+	cs := make([]*child, 0, len(s.children))
+	for _, c := range s.children {
+		cs = append(cs, c)
 	}
-	return rs
+	return cs
 }
 
 // check looks at one run: kills it when its lease would run out, stops it on
 // timeout or stall, and says whether a heartbeat is due and when the run
 // next needs a pass (mono ns).
-func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
-	r.mu.Lock()
-	hb, reason, pid := r.hb, r.reason, r.pid
-	r.mu.Unlock()
+func (s *Supervisor) check(c *child, now int64) (next int64, state int) {
+	c.mu.Lock()
+	hb, reason, pid := c.hb, c.reason, c.pid
+	c.mu.Unlock()
 	next = now + int64(maxTick)
 	// A run whose lease is given up needs no more heartbeats.
 	if !hb.inFlight && reason < stopFenced {
 		switch {
 		case now >= hb.next:
 			state = beatDue
-		case now >= hb.next-int64(r.spec.Heartbeat/2):
+		case now >= hb.next-int64(c.spec.Heartbeat/2):
 			state = beatEarly
 			next = hb.next
 		default:
 			next = hb.next
 		}
 	}
-	if exited(r) || pid == 0 {
+	if exited(c) || pid == 0 {
 		return next, state
 	}
-	sp := r.spec
+	sp := c.spec
 	switch {
 	case reason >= stopFenced:
 		return next, state
 	case now >= hb.deadline:
-		s.fence(r, hb, now)
+		s.fence(c, hb, now)
 		return next, state
 	case reason != stopNone:
-	case sp.Timeout > 0 && now-r.startNs >= int64(sp.Timeout):
-		r.terminate(stopTimeout, "timed out after "+sp.Timeout.String(), sp.KillGrace)
-		r.log.Warn("child timed out", "timeout", sp.Timeout)
-	case sp.StallTimeout > 0 && now-r.lastOutput() >= int64(sp.StallTimeout):
-		r.terminate(stopStall, "stalled: no output for "+sp.StallTimeout.String(), sp.KillGrace)
-		r.log.Warn("child stalled: no output", "stall_timeout", sp.StallTimeout)
+	case sp.Timeout > 0 && now-c.startNs >= int64(sp.Timeout):
+		c.terminate(stopTimeout, "timed out after "+sp.Timeout.String(), sp.KillGrace)
+		c.log.Warn("child timed out", "timeout", sp.Timeout)
+	case sp.StallTimeout > 0 && now-c.lastOutput() >= int64(sp.StallTimeout):
+		c.terminate(stopStall, "stalled: no output for "+sp.StallTimeout.String(), sp.KillGrace)
+		c.log.Warn("child stalled: no output", "stall_timeout", sp.StallTimeout)
 	default:
 		if sp.Timeout > 0 {
-			next = min(next, r.startNs+int64(sp.Timeout))
+			next = min(next, c.startNs+int64(sp.Timeout))
 		}
 		if sp.StallTimeout > 0 {
-			next = min(next, r.lastOutput()+int64(sp.StallTimeout))
+			next = min(next, c.lastOutput()+int64(sp.StallTimeout))
 		}
 	}
 	return min(next, hb.deadline), state
@@ -187,30 +187,30 @@ func (s *Supervisor) check(r *run, now int64) (next int64, state int) {
 // the lease is already over (the daemon was paused or starved past it),
 // another run of the task may have been running alongside, and the window
 // is reported.
-func (s *Supervisor) fence(r *run, hb beatState, now int64) {
+func (s *Supervisor) fence(c *child, hb beatState, now int64) {
 	silent := time.Duration(now - hb.ackAt).Round(time.Millisecond)
-	if over := time.Duration(now - (hb.sentAt + int64(r.spec.Lease))); over > 0 {
+	if over := time.Duration(now - (hb.sentAt + int64(c.spec.Lease))); over > 0 {
 		over = over.Round(time.Millisecond)
-		r.kill(stopFenced, fmt.Sprintf("killed: lease expired %s before the child could be killed; runs may have overlapped", over))
-		r.log.Error("lease expired before the child could be killed (daemon paused or starved); another run of the task may have overlapped",
+		c.kill(stopFenced, fmt.Sprintf("killed: lease expired %s before the child could be killed; runs may have overlapped", over))
+		c.log.Error("lease expired before the child could be killed (daemon paused or starved); another run of the task may have overlapped",
 			"silent", silent, "overlap_up_to", over)
 		return
 	}
-	r.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
-	r.log.Error("no heartbeat got through; killed the child before its lease expires", "silent", silent)
+	c.kill(stopFenced, fmt.Sprintf("killed: no heartbeat answer for %s, lease would expire", silent))
+	c.log.Error("no heartbeat got through; killed the child before its lease expires", "silent", silent)
 }
 
 // lastOutput is when the child last wrote, or when it started.
-func (r *run) lastOutput() int64 {
-	if t := r.out.lastAt.Load(); t != 0 {
+func (c *child) lastOutput() int64 {
+	if t := c.out.lastAt.Load(); t != 0 {
 		return t
 	}
-	return r.startNs
+	return c.startNs
 }
 
-func exited(r *run) bool {
+func exited(c *child) bool {
 	select {
-	case <-r.exited:
+	case <-c.exited:
 		return true
 	default:
 		return false
@@ -219,33 +219,33 @@ func exited(r *run) bool {
 
 // send marks runs in flight and sends their heartbeat in the background, so
 // that a slow provider never stops the loop from enforcing deadlines.
-func (s *Supervisor) send(runs []*run, replies chan<- beatReply) {
-	for _, r := range runs {
-		r.mu.Lock()
-		r.hb.inFlight = true
-		r.mu.Unlock()
+func (s *Supervisor) send(batch []*child, replies chan<- beatReply) {
+	for _, c := range batch {
+		c.mu.Lock()
+		c.hb.inFlight = true
+		c.mu.Unlock()
 	}
-	go s.beat(runs, replies)
+	go s.beat(batch, replies)
 }
 
 // beat sends one batched heartbeat for runs.
-func (s *Supervisor) beat(runs []*run, replies chan<- beatReply) {
-	beats := make([]lease.Beat, len(runs))
+func (s *Supervisor) beat(batch []*child, replies chan<- beatReply) {
+	beats := make([]lease.Beat, len(batch))
 	now := s.mono()
 	wait := 10 * time.Second
-	for i, r := range runs {
-		r.mu.Lock()
-		beats[i] = lease.Beat{RunID: r.l.RunID, Lease: r.spec.Lease, PID: r.pid}
-		wait = min(wait, time.Duration(r.hb.deadline-now))
-		r.mu.Unlock()
-		if w := r.out.lastWall.Load(); w != 0 {
+	for i, c := range batch {
+		c.mu.Lock()
+		beats[i] = lease.Beat{RunID: c.l.RunID, Lease: c.spec.Lease, PID: c.pid}
+		wait = min(wait, time.Duration(c.hb.deadline-now))
+		c.mu.Unlock()
+		if w := c.out.lastWall.Load(); w != 0 {
 			beats[i].LastOutputAt = time.Unix(0, w)
 		}
 	}
 	ctx, cancel := context.WithTimeout(s.stopCtx, max(wait, time.Second))
 	defer cancel()
 	res, err := s.cfg.Provider.Heartbeat(ctx, beats...)
-	replies <- beatReply{runs: runs, sentAt: now, results: res, err: err}
+	replies <- beatReply{children: batch, sentAt: now, results: res, err: err}
 }
 
 // applyBeats records a heartbeat answer; false when the call failed.
@@ -255,51 +255,51 @@ func (s *Supervisor) applyBeats(rep beatReply) bool {
 		byID[res.RunID] = res
 	}
 	if rep.err != nil {
-		s.log.Error("heartbeat", "runs", len(rep.runs), "error", rep.err)
+		s.log.Error("heartbeat", "runs", len(rep.children), "error", rep.err)
 	}
 	now := s.mono()
-	for _, r := range rep.runs {
-		res, ok := byID[r.l.RunID]
+	for _, c := range rep.children {
+		res, ok := byID[c.l.RunID]
 		switch {
 		case rep.err != nil:
 		case !ok:
-			r.log.Error("heartbeat: provider gave no answer for the run")
-			r.retryBeat(now)
+			c.log.Error("heartbeat: provider gave no answer for the run")
+			c.retryBeat(now)
 		case res.Err == nil:
-			r.acked(rep.sentAt, now, res)
+			c.acked(rep.sentAt, now, res)
 		case errors.Is(res.Err, lease.ErrLeaseLost):
-			r.kill(stopLeaseLost, "lease lost")
-			r.log.Error("lease lost; killed the child's group", "error", res.Err)
+			c.kill(stopLeaseLost, "lease lost")
+			c.log.Error("lease lost; killed the child's group", "error", res.Err)
 		default:
-			r.log.Error("heartbeat", "error", res.Err)
-			r.retryBeat(now)
+			c.log.Error("heartbeat", "error", res.Err)
+			c.retryBeat(now)
 		}
-		r.mu.Lock()
-		r.hb.inFlight = false
-		r.mu.Unlock()
+		c.mu.Lock()
+		c.hb.inFlight = false
+		c.mu.Unlock()
 	}
 	return rep.err == nil
 }
 
 // acked records a successful heartbeat sent at sentAt.
-func (r *run) acked(sentAt, now int64, res lease.BeatResult) {
-	r.mu.Lock()
-	sp := r.spec
-	r.hb.sentAt, r.hb.ackAt, r.hb.expires = sentAt, now, res.LeaseExpiresAt
-	r.hb.deadline = sentAt + int64(sp.Lease-sp.margin())
-	r.hb.next = sentAt + int64(sp.Heartbeat)
-	cancel := res.CancelRequested && r.reason == stopNone
-	r.mu.Unlock()
-	if cancel && !exited(r) {
-		r.terminate(stopCancel, "cancelled", sp.KillGrace)
-		r.log.Info("cancel requested; stopping the child", "grace", sp.KillGrace)
+func (c *child) acked(sentAt, now int64, res lease.BeatResult) {
+	c.mu.Lock()
+	sp := c.spec
+	c.hb.sentAt, c.hb.ackAt, c.hb.expires = sentAt, now, res.LeaseExpiresAt
+	c.hb.deadline = sentAt + int64(sp.Lease-sp.margin())
+	c.hb.next = sentAt + int64(sp.Heartbeat)
+	cancel := res.CancelRequested && c.reason == stopNone
+	c.mu.Unlock()
+	if cancel && !exited(c) {
+		c.terminate(stopCancel, "cancelled", sp.KillGrace)
+		c.log.Info("cancel requested; stopping the child", "grace", sp.KillGrace)
 	}
 }
 
 // retryBeat puts off the next heartbeat of a run the provider refused for a
 // reason other than a lost lease.
-func (r *run) retryBeat(now int64) {
-	r.mu.Lock()
-	r.hb.next = now + int64(retryDelay(1))
-	r.mu.Unlock()
+func (c *child) retryBeat(now int64) {
+	c.mu.Lock()
+	c.hb.next = now + int64(retryDelay(1))
+	c.mu.Unlock()
 }

@@ -105,19 +105,19 @@ func sparePath(state string) string {
 	return filepath.Join(state, fmt.Sprintf(".journal-spare-%d", os.Getpid()))
 }
 
-// record appends r's child record to the journal.
-func (s *Supervisor) record(r *run) {
-	start, _ := procStart(r.pid)
+// record appends the record of c's process to the journal.
+func (s *Supervisor) record(c *child) {
+	start, _ := procStart(c.pid)
 	boot, self := s.self()
-	c := childRecord{Boot: boot, DaemonPID: os.Getpid(), DaemonStart: self,
-		PGID: r.pid, PID: r.pid, Start: start, RunID: r.l.RunID}
-	line := c.encode()
+	rec := childRecord{Boot: boot, DaemonPID: os.Getpid(), DaemonStart: self,
+		PGID: c.pid, PID: c.pid, Start: start, RunID: c.l.RunID}
+	line := rec.encode()
 	j := &s.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f != nil && j.spare {
 		if err := os.Rename(sparePath(s.cfg.StateDir), j.path); err != nil {
-			r.log.Warn("reuse child record journal", "error", err)
+			c.log.Warn("reuse child record journal", "error", err)
 			j.f.Close()
 			j.f = nil
 		}
@@ -128,29 +128,29 @@ func (s *Supervisor) record(r *run) {
 		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 		if err != nil {
 			s.stateDir.failed(err, false)
-			r.log.Error("write child record", "error", err)
+			c.log.Error("write child record", "error", err)
 			return
 		}
 		j.f, j.live, j.lines = f, map[int64]string{}, 0
 	}
 	if _, err := j.f.WriteString(line); err != nil {
 		s.stateDir.failed(err, false)
-		r.log.Error("write child record", "file", j.path, "error", err)
+		c.log.Error("write child record", "file", j.path, "error", err)
 		return
 	}
-	j.live[r.l.RunID] = line
+	j.live[c.l.RunID] = line
 	j.lines++
 }
 
-// unrecord marks r's child gone in the journal.
-func (s *Supervisor) unrecord(r *run) {
+// unrecord marks c's process gone in the journal.
+func (s *Supervisor) unrecord(c *child) {
 	j := &s.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, ok := j.live[r.l.RunID]; !ok || j.f == nil {
+	if _, ok := j.live[c.l.RunID]; !ok || j.f == nil {
 		return
 	}
-	delete(j.live, r.l.RunID)
+	delete(j.live, c.l.RunID)
 	if len(j.live) == 0 {
 		j.lines = 0
 		err := j.f.Truncate(0)
@@ -164,18 +164,18 @@ func (s *Supervisor) unrecord(r *run) {
 		j.f.Close()
 		j.f = nil
 		if err := os.Remove(j.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			r.log.Error("remove child records", "file", j.path, "error", err)
+			c.log.Error("remove child records", "file", j.path, "error", err)
 		}
 		return
 	}
-	if _, err := j.f.WriteString(fmt.Sprintf("end run=%d\n", r.l.RunID)); err != nil {
-		r.log.Error("write child record", "file", j.path, "error", err)
+	if _, err := j.f.WriteString(fmt.Sprintf("end run=%d\n", c.l.RunID)); err != nil {
+		c.log.Error("write child record", "file", j.path, "error", err)
 		return
 	}
 	j.lines++
 	if j.lines > journalCompact && j.lines > 4*len(j.live) {
 		if err := j.compact(); err != nil {
-			r.log.Error("rewrite child records", "file", j.path, "error", err)
+			c.log.Error("rewrite child records", "file", j.path, "error", err)
 		}
 	}
 }

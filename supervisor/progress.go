@@ -14,12 +14,12 @@ var ErrUnknownRun = errors.New("run is not supervised by this daemon")
 // the last-output time shown in status.
 func (s *Supervisor) Progress(runID int64) error {
 	s.mu.Lock()
-	r := s.runs[runID]
+	c := s.children[runID]
 	s.mu.Unlock()
-	if r == nil {
+	if c == nil {
 		return fmt.Errorf("record progress of run %d: %w", runID, ErrUnknownRun)
 	}
-	r.out.lastAt.Store(s.mono())
-	r.out.lastWall.Store(time.Now().UnixNano())
+	c.out.lastAt.Store(s.mono())
+	c.out.lastWall.Store(time.Now().UnixNano())
 	return nil
 }

@@ -86,7 +86,7 @@ func (s *Supervisor) gather(batch []*settleReq) []*settleReq {
 func (s *Supervisor) unsettled() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.runs)
+	return len(s.children)
 }
 
 // settleBatch calls Settle until it answers or every lease in the batch

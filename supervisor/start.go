@@ -21,37 +21,37 @@ import (
 // summary naming the program and the errno).
 func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	spec = spec.withDefaults()
-	r := s.newRun(l, spec)
+	c := s.newChild(l, spec)
 	s.mu.Lock()
-	if _, dup := s.runs[l.RunID]; dup {
+	if _, dup := s.children[l.RunID]; dup {
 		s.mu.Unlock()
 		return fmt.Errorf("start run %d: already running", l.RunID)
 	}
 	if s.draining {
 		s.mu.Unlock()
-		go s.release(r, "supervisor shutdown")
+		go s.release(c, "supervisor shutdown")
 		return fmt.Errorf("start run %d: %w", l.RunID, ErrShuttingDown)
 	}
-	if late := time.Duration(s.mono() - r.hb.deadline); late >= 0 {
+	if late := time.Duration(s.mono() - c.hb.deadline); late >= 0 {
 		// The claim's answer came after the run's local deadline (it waited
 		// on a lock, or the network held the reply): the lease cannot be
 		// shown to still hold, so the child is never started.
 		s.mu.Unlock()
-		waited := time.Duration(r.startNs - r.hb.sentAt).Round(time.Millisecond)
-		go s.release(r, fmt.Sprintf("given back unstarted: the claim took %s, past the run's local lease deadline", waited))
-		r.log.Warn("claim answered after the run's local lease deadline; giving the task back unstarted, its attempt refunded",
+		waited := time.Duration(c.startNs - c.hb.sentAt).Round(time.Millisecond)
+		go s.release(c, fmt.Sprintf("given back unstarted: the claim took %s, past the run's local lease deadline", waited))
+		c.log.Warn("claim answered after the run's local lease deadline; giving the task back unstarted, its attempt refunded",
 			"claim_took", waited, "lease", spec.Lease)
 		return nil
 	}
-	s.runs[l.RunID] = r
+	s.children[l.RunID] = c
 	s.mu.Unlock()
-	if err := s.launch(r); err != nil {
-		r.log.Error("cannot start child", "error", err)
-		close(r.exited)
-		go s.finish(r, startFailure(l, spec, err), true)
+	if err := s.launch(c); err != nil {
+		c.log.Error("cannot start child", "error", err)
+		close(c.exited)
+		go s.finish(c, startFailure(l, spec, err), true)
 		return fmt.Errorf("start run %d: %w", l.RunID, err)
 	}
-	r.log.Info("child started", "pid", r.pid, "command", spec.Command)
+	c.log.Info("child started", "pid", c.pid, "command", spec.Command)
 	s.poke()
 	return nil
 }
@@ -61,26 +61,26 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 // the provider itself: the settler may be gone. A refusal as lease lost
 // leaves the run to the reaper, which changes nothing for a child that
 // never ran.
-func (s *Supervisor) release(r *run, summary string) {
+func (s *Supervisor) release(c *child, summary string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := lease.Settlement{RunID: r.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
+	st := lease.Settlement{RunID: c.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
 	errs, err := s.cfg.Provider.Settle(ctx, st)
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
 	if err != nil {
-		r.log.Error("give back unstarted run", "summary", summary, "error", err)
+		c.log.Error("give back unstarted run", "summary", summary, "error", err)
 	}
 }
 
-func (s *Supervisor) newRun(l *lease.Lease, spec Spec) *run {
+func (s *Supervisor) newChild(l *lease.Lease, spec Spec) *child {
 	now := s.mono()
 	sent := now
 	if !spec.Claimed.IsZero() {
 		sent = min(now, int64(spec.Claimed.Sub(s.epoch)))
 	}
-	r := &run{
+	c := &child{
 		l: l, spec: spec, started: time.Now(), startNs: now,
 		log:     s.log.With("run_id", l.RunID, "task_id", l.TaskID, "agent", spec.Agent),
 		out:     newOutput(nil),
@@ -88,17 +88,17 @@ func (s *Supervisor) newRun(l *lease.Lease, spec Spec) *run {
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	r.hb = beatState{sentAt: sent, ackAt: sent, expires: l.LeaseExpiresAt,
+	c.hb = beatState{sentAt: sent, ackAt: sent, expires: l.LeaseExpiresAt,
 		deadline: sent + int64(spec.Lease-spec.margin()), next: sent + int64(spec.Heartbeat)}
-	return r
+	return c
 }
 
 // launch opens the pipes and starts the child. The run log is created
 // with the child's first output: a run that writes nothing has no log file
 // (its empty tail is on the run row), and costs the file system nothing.
-func (s *Supervisor) launch(r *run) error {
-	if len(r.spec.Command) == 0 {
-		return fmt.Errorf("agent %q has no command", r.spec.Agent)
+func (s *Supervisor) launch(c *child) error {
+	if len(c.spec.Command) == 0 {
+		return fmt.Errorf("agent %q has no command", c.spec.Agent)
 	}
 	var err error
 	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
@@ -108,57 +108,57 @@ func (s *Supervisor) launch(r *run) error {
 			return fmt.Errorf("create pipe: %w", err)
 		}
 	}
-	cmd := exec.Command(r.spec.Command[0], r.spec.Command[1:]...)
-	cmd.Dir = r.spec.Dir
-	cmd.Env = childEnv(os.Environ(), r.l, r.spec.Env)
+	cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
+	cmd.Dir = c.spec.Dir
+	cmd.Env = childEnv(os.Environ(), c.l, c.spec.Env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
-	cmd.SysProcAttr = sysProcAttr(&r.pidfd)
+	cmd.SysProcAttr = sysProcAttr(&c.pidfd)
 	err = spawn(cmd)
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])
 		return err
 	}
-	r.cmd, r.stdin, r.pipes = cmd, ends[1], [2]*os.File{ends[2], ends[4]}
-	path := LogPath(s.cfg.StateDir, r.l.RunID)
-	r.out.open = func() (io.Writer, error) {
+	c.cmd, c.stdin, c.pipes = cmd, ends[1], [2]*os.File{ends[2], ends[4]}
+	path := LogPath(s.cfg.StateDir, c.l.RunID)
+	c.out.open = func() (io.Writer, error) {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open run log: %w", err)
 		}
-		r.logFile = f // read by wait once the output is drained
+		c.logFile = f // read by wait once the output is drained
 		return f, nil
 	}
-	r.mu.Lock()
-	r.pid = cmd.Process.Pid
-	r.applyLocked() // a stop asked for while starting
-	r.mu.Unlock()
-	s.record(r)
-	s.pump(r)
-	go s.wait(r)
+	c.mu.Lock()
+	c.pid = cmd.Process.Pid
+	c.applyLocked() // a stop asked for while starting
+	c.mu.Unlock()
+	s.record(c)
+	s.pump(c)
+	go s.wait(c)
 	return nil
 }
 
 // pump feeds the payload and reads the output, each from its own goroutine,
 // so a child that never reads stdin blocks nothing.
-func (s *Supervisor) pump(r *run) {
+func (s *Supervisor) pump(c *child) {
 	go func() {
-		if _, err := r.stdin.Write(r.l.Payload); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
-			r.log.Warn("write payload", "error", err)
+		if _, err := c.stdin.Write(c.l.Payload); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
+			c.log.Warn("write payload", "error", err)
 		}
-		r.stdin.Close()
+		c.stdin.Close()
 	}()
 	done := make(chan struct{}, 2)
-	for i, p := range r.pipes {
+	for i, p := range c.pipes {
 		go func() {
-			r.out.copyFrom(p, i == 0, s.mono)
+			c.out.copyFrom(p, i == 0, s.mono)
 			done <- struct{}{}
 		}()
 	}
 	go func() {
 		<-done
 		<-done
-		close(r.outDone)
+		close(c.outDone)
 	}()
 }
 

@@ -108,7 +108,7 @@ type Supervisor struct {
 	epoch time.Time // origin of mono
 
 	mu       sync.Mutex
-	runs     map[int64]*run
+	children map[int64]*child // by run id, until settled and forgotten
 	draining bool
 
 	wake      chan struct{} // pokes the heartbeat loop
@@ -146,7 +146,7 @@ func New(cfg Config) (*Supervisor, error) {
 		cfg:       cfg,
 		log:       cfg.Logger.Named("supervisor"),
 		epoch:     time.Now(),
-		runs:      map[int64]*run{},
+		children:  map[int64]*child{},
 		wake:      make(chan struct{}, 1),
 		settleCh:  make(chan *settleReq, 256),
 		stopSet:   make(chan struct{}),
@@ -185,8 +185,8 @@ func (s *Supervisor) Running(agent string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, r := range s.runs {
-		if r.spec.Agent == agent {
+	for _, c := range s.children {
+		if c.spec.Agent == agent {
 			n++
 		}
 	}
@@ -196,15 +196,15 @@ func (s *Supervisor) Running(agent string) int {
 // Snapshot copies the state of every live run, oldest first.
 func (s *Supervisor) Snapshot() []RunStatus {
 	s.mu.Lock()
-	rs := make([]*run, 0, len(s.runs))
-	for _, r := range s.runs {
-		rs = append(rs, r)
+	cs := make([]*child, 0, len(s.children))
+	for _, c := range s.children {
+		cs = append(cs, c)
 	}
 	s.mu.Unlock()
 	now := s.mono()
-	out := make([]RunStatus, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, r.status(now))
+	out := make([]RunStatus, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.status(now))
 	}
 	sortStatus(out)
 	return out

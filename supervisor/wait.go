@@ -13,59 +13,59 @@ import (
 
 // wait follows the child to its end: exit, output drained (or PipeGrace
 // over), rest of the group killed, child reaped (exactly once), run settled.
-func (s *Supervisor) wait(r *run) {
+func (s *Supervisor) wait(c *child) {
 	// Where possible, learn of the exit without reaping, so the group id
 	// stays reserved until the group is killed.
-	held := waitExited(r.pid, r.pidfd)
+	held := waitExited(c.pid, c.pidfd)
 	var werr error
 	if !held {
-		werr = r.cmd.Wait()
+		werr = c.cmd.Wait()
 	}
-	close(r.exited)
+	close(c.exited)
 	select {
-	case <-r.outDone:
+	case <-c.outDone:
 	case <-time.After(PipeGrace):
-		for _, p := range r.pipes {
+		for _, p := range c.pipes {
 			p.SetReadDeadline(time.Now())
 		}
-		<-r.outDone
-		r.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)
+		<-c.outDone
+		c.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)
 	}
-	r.reapGroup()
+	c.reapGroup()
 	if held {
-		werr = r.cmd.Wait()
+		werr = c.cmd.Wait()
 	}
-	logErr := r.out.logErr
-	if r.logFile != nil {
-		if err := r.logFile.Close(); err != nil && logErr == nil {
+	logErr := c.out.logErr
+	if c.logFile != nil {
+		if err := c.logFile.Close(); err != nil && logErr == nil {
 			logErr = fmt.Errorf("close run log: %w", err)
 		}
 	}
-	closeAll(nil, r.stdin, r.pipes[0], r.pipes[1])
-	s.unrecord(r)
-	st, settle := r.settlement(werr)
+	closeAll(nil, c.stdin, c.pipes[0], c.pipes[1])
+	s.unrecord(c)
+	st, settle := c.settlement(werr)
 	switch {
 	case logErr != nil:
 		st.LogError = bound(logErr.Error())
 		s.stateDir.failed(logErr, true)
-	case r.logFile != nil:
+	case c.logFile != nil:
 		s.stateDir.wrote()
 	}
-	s.finish(r, st, settle)
+	s.finish(c, st, settle)
 	if logErr != nil {
-		r.log.Error("run log incomplete; its output tail is stored on the run", "error", logErr)
+		c.log.Error("run log incomplete; its output tail is stored on the run", "error", logErr)
 	}
 }
 
 // settlement decides how the run ended; settle is false when the lease is
 // gone and nothing may be written.
-func (r *run) settlement(werr error) (st lease.Settlement, settle bool) {
+func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	code, sig, other := exitOf(werr)
-	st = lease.Settlement{RunID: r.l.RunID, ExitCode: code, Signal: sig, OutputTail: r.out.tail()}
-	r.mu.Lock()
-	reason, text := r.reason, r.reasonText
-	r.mu.Unlock()
-	line := r.out.lastLine()
+	st = lease.Settlement{RunID: c.l.RunID, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
+	c.mu.Lock()
+	reason, text := c.reason, c.reasonText
+	c.mu.Unlock()
+	line := c.out.lastLine()
 	switch {
 	case reason == stopLeaseLost:
 		st.Outcome, st.Summary = lease.RunAbandoned, text
@@ -87,7 +87,7 @@ func (r *run) settlement(werr error) (st lease.Settlement, settle bool) {
 		}
 	default:
 		st.Outcome, st.Summary = lease.RunFailed, fmt.Sprintf("exited %d", *code)
-		st.RetryIn = lease.Backoff(r.spec.RetryBackoff, r.l.Attempt)
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
 		if line != "" {
 			st.Summary += ": " + line
 		}
@@ -115,25 +115,25 @@ func exitOf(werr error) (code *int, sig string, other error) {
 	return nil, "", werr
 }
 
-// finish settles r (unless settle is false), forgets it, and only then
+// finish settles c's run (unless settle is false), forgets it, and only then
 // logs how it ended: a run waiting on log output would stay on the
 // heartbeat list and hold its slot.
-func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
+func (s *Supervisor) finish(c *child, st lease.Settlement, settle bool) {
 	var err error
 	if settle {
-		r.mu.Lock()
-		expires := r.hb.sentAt + int64(r.spec.Lease)
-		r.mu.Unlock()
+		c.mu.Lock()
+		expires := c.hb.sentAt + int64(c.spec.Lease)
+		c.mu.Unlock()
 		err = s.settle(st, expires)
 	}
 	s.mu.Lock()
-	if s.runs[r.l.RunID] == r {
-		delete(s.runs, r.l.RunID)
+	if s.children[c.l.RunID] == c {
+		delete(s.children, c.l.RunID)
 	}
 	s.mu.Unlock()
-	close(r.done)
+	close(c.done)
 	s.poke()
-	log := r.log.With("outcome", st.Outcome, "summary", st.Summary)
+	log := c.log.With("outcome", st.Outcome, "summary", st.Summary)
 	if st.ExitCode != nil {
 		log = log.With("exit_code", *st.ExitCode)
 	}
@@ -149,7 +149,7 @@ func (s *Supervisor) finish(r *run, st lease.Settlement, settle bool) {
 		log.Info("run settled")
 	}
 	if s.cfg.OnDone != nil {
-		s.cfg.OnDone(r.spec.Agent)
+		s.cfg.OnDone(c.spec.Agent)
 	}
 }
 

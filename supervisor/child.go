@@ -34,9 +34,10 @@ func (r stopReason) overrides(old stopReason) bool {
 	return old == stopNone || (r >= stopFenced && r > old)
 }
 
-// run is the handle of one child. Fields above mu are set before the child
-// starts and never change.
-type run struct {
+// child is the supervisor's handle of one run: the process it runs as, its
+// output, its lease bookkeeping and how far it has been stopped. Fields above
+// mu are set before the process starts and never change.
+type child struct {
 	l       *lease.Lease
 	spec    Spec
 	log     hclog.Logger
@@ -79,98 +80,98 @@ type beatState struct {
 
 // terminate ends the child for reason: SIGTERM to its group now, SIGKILL
 // after killAfter (never, when zero: the caller escalates).
-func (r *run) terminate(reason stopReason, text string, killAfter time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setReason(reason, text)
-	r.wantTerm, r.killAfter = true, killAfter
-	r.applyLocked()
+func (c *child) terminate(reason stopReason, text string, killAfter time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setReason(reason, text)
+	c.wantTerm, c.killAfter = true, killAfter
+	c.applyLocked()
 }
 
 // kill ends the child's group at once with SIGKILL.
-func (r *run) kill(reason stopReason, text string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setReason(reason, text)
-	r.wantKill = true
-	r.applyLocked()
+func (c *child) kill(reason stopReason, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setReason(reason, text)
+	c.wantKill = true
+	c.applyLocked()
 }
 
-func (r *run) setReason(reason stopReason, text string) {
-	if reason.overrides(r.reason) {
-		r.reason, r.reasonText = reason, text
+func (c *child) setReason(reason stopReason, text string) {
+	if reason.overrides(c.reason) {
+		c.reason, c.reasonText = reason, text
 	}
 }
 
 // applyLocked sends the signals asked for once the child has a pid.
-func (r *run) applyLocked() {
-	if r.pid == 0 || r.groupDone {
+func (c *child) applyLocked() {
+	if c.pid == 0 || c.groupDone {
 		return
 	}
-	if r.wantKill && !r.killSent {
-		r.killSent = true
-		if r.killTimer != nil {
-			r.killTimer.Stop()
+	if c.wantKill && !c.killSent {
+		c.killSent = true
+		if c.killTimer != nil {
+			c.killTimer.Stop()
 		}
-		r.signalLocked(syscall.SIGKILL)
+		c.signalLocked(syscall.SIGKILL)
 		return
 	}
-	if r.wantTerm && !r.termSent && !r.killSent {
-		r.termSent = true
-		r.signalLocked(syscall.SIGTERM)
-		if r.killAfter > 0 {
-			r.killTimer = time.AfterFunc(r.killAfter, r.escalate)
+	if c.wantTerm && !c.termSent && !c.killSent {
+		c.termSent = true
+		c.signalLocked(syscall.SIGTERM)
+		if c.killAfter > 0 {
+			c.killTimer = time.AfterFunc(c.killAfter, c.escalate)
 		}
 	}
 }
 
-func (r *run) escalate() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (c *child) escalate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	select {
-	case <-r.exited:
+	case <-c.exited:
 		return
 	default:
 	}
-	r.wantKill = true
-	r.applyLocked()
-	r.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", r.killAfter)
+	c.wantKill = true
+	c.applyLocked()
+	c.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", c.killAfter)
 }
 
-func (r *run) signalLocked(sig syscall.Signal) {
-	if err := syscall.Kill(-r.pid, sig); err != nil && err != syscall.ESRCH {
-		r.log.Error("signal child group", "pgid", r.pid, "signal", sig.String(), "error", err)
+func (c *child) signalLocked(sig syscall.Signal) {
+	if err := syscall.Kill(-c.pid, sig); err != nil && err != syscall.ESRCH {
+		c.log.Error("signal child group", "pgid", c.pid, "signal", sig.String(), "error", err)
 	}
 }
 
 // reapGroup kills what is left of the group once the child has exited, and
 // stops all further signals to it.
-func (r *run) reapGroup() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.killTimer != nil {
-		r.killTimer.Stop()
+func (c *child) reapGroup() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.killTimer != nil {
+		c.killTimer.Stop()
 	}
-	if r.pid != 0 && !r.groupDone {
-		r.signalLocked(syscall.SIGKILL)
+	if c.pid != 0 && !c.groupDone {
+		c.signalLocked(syscall.SIGKILL)
 	}
-	r.groupDone = true
+	c.groupDone = true
 }
 
 // status copies the run's state; now is supervisor mono ns.
-func (r *run) status(now int64) RunStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (c *child) status(now int64) RunStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	st := RunStatus{
-		RunID: r.l.RunID, TaskID: r.l.TaskID, Lane: r.l.Lane, Agent: r.l.Agent,
-		Attempt: r.l.Attempt, MaxAttempts: r.l.MaxAttempts, PID: r.pid,
-		Started:        r.started,
-		SilentSeconds:  time.Duration(now - r.hb.ackAt).Seconds(),
-		LeaseExpiresAt: r.hb.expires,
-		LeaseLeft:      max(0, time.Duration(r.hb.sentAt+int64(r.spec.Lease)-now)),
-		Stopping:       r.reason.String(),
+		RunID: c.l.RunID, TaskID: c.l.TaskID, Lane: c.l.Lane, Agent: c.l.Agent,
+		Attempt: c.l.Attempt, MaxAttempts: c.l.MaxAttempts, PID: c.pid,
+		Started:        c.started,
+		SilentSeconds:  time.Duration(now - c.hb.ackAt).Seconds(),
+		LeaseExpiresAt: c.hb.expires,
+		LeaseLeft:      max(0, time.Duration(c.hb.sentAt+int64(c.spec.Lease)-now)),
+		Stopping:       c.reason.String(),
 	}
-	if w := r.out.lastWall.Load(); w != 0 {
+	if w := c.out.lastWall.Load(); w != 0 {
 		st.LastOutputAt = time.Unix(0, w)
 	}
 	return st

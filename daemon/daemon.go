@@ -165,7 +165,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	{ // supervisor: drains its children, then settles what is left
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		g.Add(func() error { return d.sup.Run(ctx) }, func(error) {
+		g.Add(func() error { return d.sup.Loop(ctx) }, func(error) {
 			_ = d.notify.Stopping()
 			_ = d.notify.ExtendTimeout(conf.ShutdownGrace + 15*time.Second)
 			go func() {

@@ -44,7 +44,7 @@ func runTestDaemon(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	go s.Run(ctx)
+	go s.Loop(ctx)
 	body := "echo $$ > " + filepath.Join(dir, "child.tmp") + "; mv " + filepath.Join(dir, "child.tmp") + " " + filepath.Join(dir, "child") + "; exec sleep 300"
 	if err := s.Start(l, Spec{Agent: "agent", Command: []string{"/bin/sh", "-c", body}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -20,10 +20,10 @@
 //
 // # Leases
 //
-// One loop heartbeats every live run with one Provider.Heartbeat call per
-// pass. Each run keeps a local deadline, measured with the monotonic clock
-// from when its last successful heartbeat was sent, plus the lease, minus a
-// margin. If a heartbeat reports the lease lost, or the deadline passes
+// One loop, Supervisor.Loop, heartbeats every live run with one
+// Provider.Heartbeat call per pass. Each run keeps a local deadline, measured
+// with the monotonic clock from when its last successful heartbeat was sent,
+// plus the lease, minus a margin. If a heartbeat reports the lease lost, or the deadline passes
 // without an answer, the child's group is killed at once: two copies of one
 // task must never run. Database errors are logged and retried; the loop never
 // returns because of them.

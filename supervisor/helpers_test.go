@@ -91,16 +91,16 @@ func MustHarness(t *testing.T, wrap func(*fakeProvider)) *harness {
 	h.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- s.Loop(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("Run returned %v", err)
+				t.Errorf("Loop returned %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Error("Run did not return after its context ended")
+			t.Error("Loop did not return after its context ended")
 		}
 	})
 	return h

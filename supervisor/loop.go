@@ -20,13 +20,14 @@ type beatReply struct {
 	err      error
 }
 
-// Run is the heartbeat loop: one pass at least every second, one Heartbeat
-// call per pass for every run that is due, and the timeouts, stalls and
-// local lease deadlines enforced. Provider errors are logged and retried,
-// never returned. When ctx is done Run drains (at once, unless Drain was
+// Loop is the supervisor's heartbeat loop, the actor the daemon runs for it:
+// one pass at least every second (Config.OnLoop is called on each), one
+// Provider.Heartbeat call per pass for every run that is due, and the
+// timeouts, stalls and local lease deadlines enforced. Provider errors are
+// logged and retried, never returned. When ctx is done Loop drains (at once, unless Drain was
 // called before) and returns nil once the drain has finished. Call Drain
 // before cancelling ctx to give children a grace.
-func (s *Supervisor) Run(ctx context.Context) error {
+func (s *Supervisor) Loop(ctx context.Context) error {
 	replies := make(chan beatReply, 1)
 	inFlight, failures := false, 0
 	var retryAt int64

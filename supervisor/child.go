@@ -11,29 +11,6 @@ import (
 	"github.com/qd-run/qd/lease"
 )
 
-// stopReason says why the supervisor ended a child, if it did.
-type stopReason int
-
-const (
-	stopNone stopReason = iota
-	stopTimeout
-	stopStall
-	stopCancel
-	stopShutdown
-	stopFenced    // no heartbeat got through before the local deadline
-	stopLeaseLost // a heartbeat said the lease is gone
-)
-
-func (r stopReason) String() string {
-	return [...]string{"", "timeout", "stall", "cancel", "shutdown", "fenced", "lease lost"}[r]
-}
-
-// overrides reports whether r replaces an earlier reason: losing the lease
-// matters more than anything, because then nothing may be settled.
-func (r stopReason) overrides(old stopReason) bool {
-	return old == stopNone || (r >= stopFenced && r > old)
-}
-
 // child is the supervisor's handle of one run: the process it runs as, its
 // output, its lease bookkeeping and how far it has been stopped. Fields above
 // mu are set before the process starts and never change.
@@ -98,7 +75,7 @@ func (c *child) kill(reason stopReason, text string) {
 }
 
 func (c *child) setReason(reason stopReason, text string) {
-	if reason.overrides(c.reason) {
+	if reason.replaces(c.reason) {
 		c.reason, c.reasonText = reason, text
 	}
 }

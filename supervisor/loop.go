@@ -91,7 +91,7 @@ func (s *Supervisor) retryAt(now int64, failures int) int64 {
 	at := now + int64(retryDelay(failures))
 	for _, c := range s.live() {
 		c.mu.Lock()
-		deadline, held := c.hb.deadline, c.reason < stopFenced
+		deadline, held := c.hb.deadline, !c.reason.leaseGone()
 		c.mu.Unlock()
 		if held {
 			at = min(at, max(now+int64(minRetry), deadline-int64(lastTry)))
@@ -144,7 +144,7 @@ func (s *Supervisor) check(c *child, now int64) (next int64, state int) {
 	c.mu.Unlock()
 	next = now + int64(maxTick)
 	// A run whose lease is given up needs no more heartbeats.
-	if !hb.inFlight && reason < stopFenced {
+	if !hb.inFlight && !reason.leaseGone() {
 		switch {
 		case now >= hb.next:
 			state = beatDue
@@ -160,7 +160,7 @@ func (s *Supervisor) check(c *child, now int64) (next int64, state int) {
 	}
 	sp := c.spec
 	switch {
-	case reason >= stopFenced:
+	case reason.leaseGone():
 		return next, state
 	case now >= hb.deadline:
 		s.fence(c, hb, now)

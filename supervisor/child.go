@@ -33,15 +33,11 @@ type child struct {
 
 	mu         sync.Mutex
 	pid        int
-	reason     stopReason
+	reason     stopReason // why it is being stopped; see replaces
 	reasonText string
-	wantTerm   bool
-	wantKill   bool
-	termSent   bool
-	killSent   bool
-	killAfter  time.Duration
-	killTimer  *time.Timer
-	groupDone  bool // the group was killed after the child exited
+	stop       stopState     // how far its group has been signalled; see next
+	grace      time.Duration // of the last SIGTERM asked for
+	killTimer  *time.Timer   // armed with SIGTERM, stopped with SIGKILL
 	hb         beatState
 }
 
@@ -56,13 +52,13 @@ type beatState struct {
 }
 
 // terminate ends the child for reason: SIGTERM to its group now, SIGKILL
-// after killAfter (never, when zero: the caller escalates).
-func (c *child) terminate(reason stopReason, text string, killAfter time.Duration) {
+// after grace (never, when zero: the caller escalates).
+func (c *child) terminate(reason stopReason, text string, grace time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.setReason(reason, text)
-	c.wantTerm, c.killAfter = true, killAfter
-	c.applyLocked()
+	c.grace = grace
+	c.stepLocked(askTerm)
 }
 
 // kill ends the child's group at once with SIGKILL.
@@ -70,8 +66,7 @@ func (c *child) kill(reason stopReason, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.setReason(reason, text)
-	c.wantKill = true
-	c.applyLocked()
+	c.stepLocked(askKill)
 }
 
 func (c *child) setReason(reason stopReason, text string) {
@@ -80,59 +75,60 @@ func (c *child) setReason(reason stopReason, text string) {
 	}
 }
 
-// applyLocked sends the signals asked for once the child has a pid.
-func (c *child) applyLocked() {
-	if c.pid == 0 || c.groupDone {
-		return
+// setPID records the started child's pid and sends the stop asked for
+// while it was starting, if any.
+func (c *child) setPID(pid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pid = pid
+	c.stepLocked(gotPID)
+}
+
+// graceIsOver is the SIGKILL timer, armed for grace with SIGTERM.
+func (c *child) graceIsOver(grace time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exited(c) {
+		return // reap kills what is left of the group
 	}
-	if c.wantKill && !c.killSent {
-		c.killSent = true
+	if c.stepLocked(graceOver) != 0 {
+		c.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", grace)
+	}
+}
+
+// reapGroup kills what is left of the group once the child has exited, and
+// stops all further signals to it: the child is reaped (where waitExited
+// could keep it unreaped, only now), and its pid may be reused.
+func (c *child) reapGroup() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stepLocked(reap)
+}
+
+// stepLocked moves c's stop state by e, as the table of stopState says, and
+// sends the signal of the step; it returns that signal (0: none).
+func (c *child) stepLocked(e stopEvent) syscall.Signal {
+	st := c.stop.next(e)
+	c.stop = st.to
+	switch st.sig {
+	case syscall.SIGTERM:
+		c.signalLocked(syscall.SIGTERM)
+		if grace := c.grace; grace > 0 {
+			c.killTimer = time.AfterFunc(grace, func() { c.graceIsOver(grace) })
+		}
+	case syscall.SIGKILL:
 		if c.killTimer != nil {
 			c.killTimer.Stop()
 		}
 		c.signalLocked(syscall.SIGKILL)
-		return
 	}
-	if c.wantTerm && !c.termSent && !c.killSent {
-		c.termSent = true
-		c.signalLocked(syscall.SIGTERM)
-		if c.killAfter > 0 {
-			c.killTimer = time.AfterFunc(c.killAfter, c.escalate)
-		}
-	}
-}
-
-func (c *child) escalate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-c.exited:
-		return
-	default:
-	}
-	c.wantKill = true
-	c.applyLocked()
-	c.log.Warn("child ignored SIGTERM, escalated to SIGKILL", "grace", c.killAfter)
+	return st.sig
 }
 
 func (c *child) signalLocked(sig syscall.Signal) {
 	if err := syscall.Kill(-c.pid, sig); err != nil && err != syscall.ESRCH {
 		c.log.Error("signal child group", "pgid", c.pid, "signal", sig.String(), "error", err)
 	}
-}
-
-// reapGroup kills what is left of the group once the child has exited, and
-// stops all further signals to it.
-func (c *child) reapGroup() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.killTimer != nil {
-		c.killTimer.Stop()
-	}
-	if c.pid != 0 && !c.groupDone {
-		c.signalLocked(syscall.SIGKILL)
-	}
-	c.groupDone = true
 }
 
 // status copies the run's state; now is supervisor mono ns.

@@ -33,5 +33,8 @@
 // Exit 0 completes the run, a non-zero exit fails the attempt, death by
 // signal, timeout, stall and shutdown abandon it, a cancel request cancels it,
 // and a lost lease settles nothing. Runs that end close together are settled
-// in one Provider.Settle call.
+// in one Provider.Settle call. Why a child was stopped (stopReason, and which
+// reason replaces which) and how far its group has been signalled
+// (stopState, and the signal each step sends) are each one type with its
+// rules in a table, in stop.go.
 package supervisor

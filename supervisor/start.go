@@ -129,10 +129,7 @@ func (s *Supervisor) launch(c *child) error {
 		c.logFile = f // read by wait once the output is drained
 		return f, nil
 	}
-	c.mu.Lock()
-	c.pid = cmd.Process.Pid
-	c.applyLocked() // a stop asked for while starting
-	c.mu.Unlock()
+	c.setPID(cmd.Process.Pid)
 	s.record(c)
 	s.pump(c)
 	go s.wait(c)

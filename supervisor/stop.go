@@ -1,5 +1,7 @@
 package supervisor
 
+import "syscall"
+
 // stopReason says why the supervisor ended a child, if it did.
 type stopReason int
 
@@ -30,10 +32,10 @@ const (
 // heartbeats, and no timeout or stall is looked for, since it is being
 // killed. The settlement of each reason is in settlement.
 const (
-	rankNone = iota
-	rankAsked
-	rankFenced
-	rankLost
+	rankNone   = iota
+	rankAsked  // the supervisor's own reasons to stop a child
+	rankFenced // the lease can no longer be shown to hold
+	rankLost   // the lease is lost
 )
 
 // stopReasons gives each reason its name (as status shows it) and rank.
@@ -61,3 +63,83 @@ func (r stopReason) replaces(old stopReason) bool {
 // leaseGone reports whether r gives up the child's lease: it is killed for
 // the lease, and needs no heartbeat.
 func (r stopReason) leaseGone() bool { return stopReasons[r].rank >= rankFenced }
+
+// stopState is how far a child's process group has been signalled. It moves
+// only by next, as this table says (a dot: the state stays and nothing is
+// sent):
+//
+//	state        askTerm       askKill      gotPID        graceOver    reap
+//	unstarted    termPending   killPending  running       .            reaped
+//	termPending  .             killPending  terming TERM  .            reaped
+//	killPending  .             .            killed KILL   .            reaped
+//	running      terming TERM  killed KILL  .             .            reaped KILL
+//	terming      .             killed KILL  .             killed KILL  reaped KILL
+//	killed       .             .            .             .            reaped KILL
+//	reaped       .             .            .             .            .
+//
+// TERM sends SIGTERM to the group and arms the SIGKILL timer for the grace
+// (none when the grace is zero: the caller escalates); KILL sends SIGKILL to
+// the group and stops the timer. A term asked for again while the pid is
+// pending only replaces the grace. So a stop asked for before the child has
+// a pid waits in a pending state and is sent with gotPID; a kill wins over a
+// term, asked before it or after; each signal is sent once; SIGKILL follows
+// SIGTERM after the grace unless the child exited (graceOver is not reported
+// then); and nothing leaves reaped, where the pid may already be another
+// process's.
+type stopState int
+
+const (
+	unstarted   stopState = iota // no pid yet, no stop asked for
+	termPending                  // no pid yet; SIGTERM to be sent with it
+	killPending                  // no pid yet; SIGKILL to be sent with it
+	running                      // no signal sent
+	terming                      // SIGTERM sent, the SIGKILL timer armed
+	killed                       // SIGKILL sent
+	reaped                       // the child exited and the rest of its group was killed: never signal it again
+)
+
+func (s stopState) String() string {
+	return [...]string{"unstarted", "termPending", "killPending", "running", "terming", "killed", "reaped"}[s]
+}
+
+// stopEvent is what moves a stopState.
+type stopEvent int
+
+const (
+	askTerm   stopEvent = iota // stop with a grace: timeout, stall, cancel, shutdown
+	askKill                    // stop at once: fenced, lease lost, shutdown past its grace
+	gotPID                     // the child started
+	graceOver                  // the SIGKILL timer fired and the child has not exited
+	reap                       // the child exited and its output is drained (or PipeGrace is over)
+)
+
+func (e stopEvent) String() string {
+	return [...]string{"askTerm", "askKill", "gotPID", "graceOver", "reap"}[e]
+}
+
+// step is one move of a stopState: where to, and the signal it sends to the
+// group (0: none).
+type step struct {
+	to  stopState
+	sig syscall.Signal
+}
+
+// stopSteps is the table of stopState; a missing event leaves the state as
+// it is.
+var stopSteps = [...]map[stopEvent]step{
+	unstarted:   {askTerm: {termPending, 0}, askKill: {killPending, 0}, gotPID: {running, 0}, reap: {reaped, 0}},
+	termPending: {askKill: {killPending, 0}, gotPID: {terming, syscall.SIGTERM}, reap: {reaped, 0}},
+	killPending: {gotPID: {killed, syscall.SIGKILL}, reap: {reaped, 0}},
+	running:     {askTerm: {terming, syscall.SIGTERM}, askKill: {killed, syscall.SIGKILL}, reap: {reaped, syscall.SIGKILL}},
+	terming:     {askKill: {killed, syscall.SIGKILL}, graceOver: {killed, syscall.SIGKILL}, reap: {reaped, syscall.SIGKILL}},
+	killed:      {reap: {reaped, syscall.SIGKILL}},
+	reaped:      {},
+}
+
+// next is the step e takes from s.
+func (s stopState) next(e stopEvent) step {
+	if st, ok := stopSteps[s][e]; ok {
+		return st
+	}
+	return step{to: s}
+}

@@ -290,6 +290,31 @@ func TestSupervisor_Timeout(t *testing.T) {
 			t.Fatalf("run = %s %q, want abandoned \"stalled: no output for 1s\"", r.State, r.Summary)
 		}
 	})
+
+	t.Run("BacksOff", func(t *testing.T) {
+		// Ensure the next attempt after a timeout, a stall or a death by a
+		// signal qd did not send waits retry_backoff, as after a failure,
+		// while one after qd's own stop (shutdown) is claimable at once.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		const backoff = time.Hour
+		for _, tt := range []struct {
+			name, body string
+			spec       Spec
+		}{
+			{"timeout", "sleep 300", Spec{Timeout: 500 * time.Millisecond, KillGrace: time.Second, RetryBackoff: backoff}},
+			{"stall", "sleep 300", Spec{StallTimeout: 500 * time.Millisecond, KillGrace: time.Second, RetryBackoff: backoff}},
+			{"signal", "kill -SEGV $$", Spec{RetryBackoff: backoff}},
+		} {
+			l := h.start(tt.body, "{}", tt.spec)
+			if r := h.waitRun(l.RunID); r.State != lease.RunAbandoned {
+				t.Errorf("%s: run %s %q, want abandoned", tt.name, r.State, r.Summary)
+			}
+			if task := h.task(l.TaskID); task.State != lease.TaskQueued || time.Until(task.RunAfter) < backoff/2 {
+				t.Errorf("%s: task %s, next attempt in %s; want queued, about %s from now", tt.name, task.State, time.Until(task.RunAfter).Round(time.Second), backoff)
+			}
+		}
+	})
 }
 
 func TestSupervisor_Snapshot(t *testing.T) {

@@ -74,12 +74,19 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 		st.Outcome, st.Summary = lease.RunCancelled, text
 	case reason == stopShutdown && !(code != nil && *code == 0):
 		st.Outcome, st.Summary, st.Refund = lease.RunAbandoned, text, true
-	case reason == stopTimeout || reason == stopStall || reason == stopFenced:
+	case reason == stopTimeout || reason == stopStall:
+		// The agent's own doing: the next attempt backs off like a failure.
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
+	case reason == stopFenced:
+		// qd's own reason (the database out of reach): claimable at once.
 		st.Outcome, st.Summary = lease.RunAbandoned, text
 	case other != nil:
 		st.Outcome, st.Summary = lease.RunAbandoned, "wait for child: "+other.Error()
 	case sig != "":
+		// Killed by a signal qd did not send (a crash, the OOM killer).
 		st.Outcome, st.Summary = lease.RunAbandoned, "killed by "+sig
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
 	case *code == 0:
 		st.Outcome, st.Summary = lease.RunCompleted, line
 		if line == "" {

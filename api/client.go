@@ -59,6 +59,28 @@ func (c Client) Progress(ctx context.Context, runID int64) error {
 	return fmt.Errorf("report progress of run %d: %w", runID, err)
 }
 
+// CancelTask asks the daemon to stop the run of task id now, if it runs
+// it; the answer's RunID is 0 when it does not.
+func (c Client) CancelTask(ctx context.Context, taskID int64) (Cancelled, error) {
+	var out Cancelled
+	err := c.do(ctx, http.MethodPost, CancelPath(taskID), &out)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return out, err
+	}
+	return out, fmt.Errorf("cancel task %d: %w", taskID, err)
+}
+
+// Wake asks the daemon to claim for agent now. The error matches
+// ErrUnknownAgent (and says which agents it runs) when it runs no such
+// agent.
+func (c Client) Wake(ctx context.Context, agent string) error {
+	err := c.do(ctx, http.MethodPost, WakePath(agent), nil)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return err
+	}
+	return fmt.Errorf("wake agent %s: %w", agent, err)
+}
+
 // do sends one request and decodes a JSON answer into out (when not nil).
 func (c Client) do(ctx context.Context, method, path string, out any) error {
 	if err := checkSocketPath(c.Path, 0); err != nil {
@@ -85,6 +107,9 @@ func (c Client) do(ctx context.Context, method, path string, out any) error {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
 		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/agents/"):
+		msg, _ := io.ReadAll(io.LimitReader(body, 2048))
+		return &unknownAgentError{daemon: c.Path, msg: strings.TrimSpace(string(msg))}
 	case resp.StatusCode/100 != 2:
 		msg, _ := io.ReadAll(io.LimitReader(body, 512))
 		return fmt.Errorf("daemon at %s: %s: %s", c.Path, resp.Status, strings.TrimSpace(string(msg)))
@@ -110,3 +135,9 @@ func dialError(path string, err error) error {
 	}
 	return fmt.Errorf("ask daemon at %s: %w", path, err)
 }
+
+// unknownAgentError carries the daemon's words (which agents it runs).
+type unknownAgentError struct{ daemon, msg string }
+
+func (e *unknownAgentError) Error() string        { return fmt.Sprintf("daemon at %s: %s", e.daemon, e.msg) }
+func (e *unknownAgentError) Is(target error) bool { return target == ErrUnknownAgent }

@@ -6,12 +6,18 @@
 //
 // # Endpoints
 //
-//	method  path                     writes  answer
-//	GET     /v1/status               no      200, a Snapshot (docs/status.md)
-//	POST    /v1/runs/{id}/progress   yes     204; 404 when the daemon does not run it
+//	method  path                      writes  answer
+//	GET     /v1/status                no      200, a Snapshot (docs/status.md)
+//	POST    /v1/runs/{id}/progress    yes     204; 404 when the daemon does not run it
+//	POST    /v1/tasks/{id}/cancel     yes     200, a Cancelled (run 0: not run here)
+//	POST    /v1/agents/{name}/wake    yes     204; 404 naming the agents it runs
 //
 // A progress report counts as output for the agent's stall_timeout; the
-// daemon keeps the lease itself. Every endpoint is on Server.routes and on
+// daemon keeps the lease itself. A cancel stops the run of a task that the
+// caller has already marked cancelled in the database. A wake claims for
+// the agent at once instead of at its next tick. The daemon logs every
+// write with the peer's pid (SO_PEERCRED, PeerPID) and, for a child, its
+// run. Every endpoint is on Server.routes and on
 // the Daemon interface, one method each. The package must not import any
 // other package of qd: the daemon implements Daemon, not the other way.
 //

@@ -29,7 +29,26 @@ type Daemon interface {
 	// Progress records that the child of run id made progress; it returns
 	// an error matching ErrUnknownRun when the daemon does not run it.
 	Progress(ctx context.Context, runID int64) error
+	// CancelTask stops at once the run of task id if the daemon runs it,
+	// and returns that run's id, or 0. The task is already marked in the
+	// database by the caller.
+	CancelTask(ctx context.Context, taskID int64) (runID int64, err error)
+	// Wake claims for agent now; an error matching ErrUnknownAgent, naming
+	// the agents the daemon runs, when it runs no such agent.
+	Wake(ctx context.Context, agent string) error
 }
+
+// PeerPID is the pid of the process that sent the request in ctx (read
+// from the socket, SO_PEERCRED), 0 when unknown. The daemon logs it with
+// every write.
+func PeerPID(ctx context.Context) int {
+	if c, ok := ctx.Value(connKey{}).(net.Conn); ok {
+		return peerPID(c)
+	}
+	return 0
+}
+
+type connKey struct{}
 
 // Limits on one connection. Every one of them bounds a client that is slow
 // or silent; none of them can hold anything the daemon needs.
@@ -83,6 +102,7 @@ func Listen(path string, d Daemon, logger hclog.Logger) (*Server, error) {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnState:         s.trackConn,
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ErrorLog:          logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 	s.hs.RegisterOnShutdown(s.closeFresh)
@@ -136,6 +156,8 @@ func (s *Server) routes() []route {
 	return []route{
 		{"GET " + StatusPath, s.handleStatus},
 		{"POST " + progressPattern, s.handleProgress},
+		{"POST " + cancelPattern, s.handleCancel},
+		{"POST " + wakePattern, s.handleWake},
 	}
 }
 
@@ -144,12 +166,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	snap := s.d.Status(ctx)
 	normalize(&snap)
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(snap); err != nil {
-		s.logger.Debug("status socket: write response", "error", err)
-	}
+	s.writeJSON(w, snap)
 }
 
 func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
@@ -167,6 +184,42 @@ func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		http.Error(w, "task id must be a positive integer", http.StatusBadRequest)
+		return
+	}
+	run, err := s.d.CancelTask(r.Context(), id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.writeJSON(w, Cancelled{TaskID: id, RunID: run})
+}
+
+func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
+	if err := s.d.Wake(r.Context(), r.PathValue("name")); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrUnknownAgent) {
+			code = http.StatusNotFound
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeJSON answers with v as indented JSON.
+func (s *Server) writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		s.logger.Debug("status socket: write response", "error", err)
+	}
 }
 
 // normalize makes empty lists encode as [] rather than null, so clients can

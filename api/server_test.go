@@ -44,6 +44,20 @@ type fakeDaemon struct {
 
 func (f fakeDaemon) Status(ctx context.Context) Snapshot { return f.status(ctx) }
 
+func (f fakeDaemon) CancelTask(_ context.Context, taskID int64) (int64, error) {
+	if taskID == 5 {
+		return 50, nil
+	}
+	return 0, nil
+}
+
+func (f fakeDaemon) Wake(_ context.Context, agent string) error {
+	if agent != "builder" {
+		return fmt.Errorf("agent %q: %w; it runs: builder", agent, ErrUnknownAgent)
+	}
+	return nil
+}
+
 func (f fakeDaemon) Progress(ctx context.Context, runID int64) error {
 	if f.progress == nil {
 		return nil
@@ -574,5 +588,28 @@ func TestClient_Progress(t *testing.T) {
 	}
 	if err := (Client{Path: socketPath(t)}).Progress(context.Background(), 7); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("progress with no daemon: got %v, want ErrNotRunning", err)
+	}
+}
+
+// Ensure a cancel answers with the run the daemon stopped (0 for none), a
+// wake of an agent the daemon runs succeeds, and one of an agent it does
+// not run matches ErrUnknownAgent and says which it runs.
+func TestClient_CancelAndWake(t *testing.T) {
+	path := socketPath(t)
+	MustListen(t, path, fixedSnapshot("ctl"))
+	c := Client{Path: path}
+	ctx := context.Background()
+	if got, err := c.CancelTask(ctx, 5); err != nil || got != (Cancelled{TaskID: 5, RunID: 50}) {
+		t.Errorf("cancel task 5: %+v, %v; want run 50 stopped", got, err)
+	}
+	if got, err := c.CancelTask(ctx, 6); err != nil || got.RunID != 0 {
+		t.Errorf("cancel task 6: %+v, %v; want no run stopped", got, err)
+	}
+	if err := c.Wake(ctx, "builder"); err != nil {
+		t.Errorf("wake builder: %v", err)
+	}
+	err := c.Wake(ctx, "ghost")
+	if !errors.Is(err, ErrUnknownAgent) || !strings.Contains(err.Error(), "it runs: builder") {
+		t.Errorf("wake ghost: got %v, want ErrUnknownAgent naming builder", err)
 	}
 }

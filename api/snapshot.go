@@ -58,6 +58,8 @@ type AgentStatus struct {
 	NextTick time.Time `json:"next_tick,omitzero"`
 	Running  int       `json:"running"`
 	Parallel int       `json:"parallel"`
+	// Lanes are the lanes the agent serves; empty when it serves any.
+	Lanes []string `json:"lanes"`
 }
 
 // RunStatus describes one run this daemon is supervising.

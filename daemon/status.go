@@ -33,7 +33,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	for _, a := range conf.Agents {
 		s.Agents = append(s.Agents, api.AgentStatus{
 			Name: a.Name, Schedule: a.Schedule, NextTick: next[a.Name],
-			Running: d.sup.Running(a.Name), Parallel: a.Parallel,
+			Running: d.sup.Running(a.Name), Parallel: a.Parallel, Lanes: append([]string{}, a.Lanes...),
 		})
 	}
 	for _, r := range d.sup.Snapshot() {

@@ -283,6 +283,11 @@ type Provider interface {
 	// when it is already done or failed; ErrNotFound for an unknown id.
 	Cancel(ctx context.Context, taskID int64) (TaskState, error)
 
+	// CancelRequested returns those of runIDs that are live and whose task
+	// has a cancel request: one cheap read, for a daemon that polls for
+	// cancels between heartbeats.
+	CancelRequested(ctx context.Context, runIDs []int64) ([]int64, error)
+
 	// Retry queues a failed or cancelled task again with fresh attempts.
 	// ErrConflict for any other state.
 	Retry(ctx context.Context, taskID int64) error

@@ -74,6 +74,27 @@ func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64
 		QueryRow(func(row pgx.Row) error { return row.Scan(id, existed) })
 }
 
+// CancelRequested returns the live runs of runIDs whose task has a cancel
+// request, through the primary keys of runs and tasks.
+func (p *Provider) CancelRequested(ctx context.Context, runIDs []int64) ([]int64, error) {
+	out := []int64{}
+	if len(runIDs) == 0 {
+		return out, nil
+	}
+	rows, err := p.query(ctx, p.sql(`SELECT r.id FROM {{schema}}.runs r
+		JOIN {{schema}}.tasks t ON t.id = r.task_id
+		WHERE r.id = ANY ($1) AND r.state = 'running' AND t.cancel_requested
+		ORDER BY r.id`), runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read cancel requests: %w", mapErr(err))
+	}
+	out, err = pgx.AppendRows(out, rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("read cancel requests: %w", mapErr(err))
+	}
+	return out, nil
+}
+
 // Cancel cancels a queued task, or marks a running one for its holder.
 func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
 	var after, before *string

@@ -29,6 +29,8 @@ type beatReply struct {
 // before cancelling ctx to give children a grace.
 func (s *Supervisor) Loop(ctx context.Context) error {
 	replies := make(chan beatReply, 1)
+	cancels := make(chan []int64, 1)
+	var poll cancelPoll
 	inFlight, failures := false, 0
 	var retryAt int64
 	timer := time.NewTimer(0)
@@ -49,6 +51,9 @@ func (s *Supervisor) Loop(ctx context.Context) error {
 				failures++
 				retryAt = s.retryAt(s.mono(), failures)
 			}
+		case ids := <-cancels:
+			poll.inFlight = false
+			s.cancelRuns(ids)
 		case <-timer.C:
 		case <-s.wake:
 		}
@@ -60,6 +65,7 @@ func (s *Supervisor) Loop(ctx context.Context) error {
 		}
 		now := s.mono()
 		batch, due, next := s.pass(now)
+		s.pollCancels(now, &poll, cancels)
 		switch {
 		case !due || inFlight:
 		case now < retryAt:

@@ -213,3 +213,49 @@ func TestSupervisor_Progress(t *testing.T) {
 		t.Fatalf("Progress(unknown) = %v, want ErrUnknownRun", err)
 	}
 }
+
+// Ensure a cancel request reaches a child well before its next heartbeat:
+// through the poll within about a second when it was made elsewhere, and
+// at once through CancelTask on this host.
+func TestSupervisor_CancelWithoutHeartbeat(t *testing.T) {
+	t.Run("Poll", func(t *testing.T) {
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("sleep 300", "{}", Spec{Lease: time.Minute, Heartbeat: 20 * time.Second})
+		time.Sleep(300 * time.Millisecond)
+		begin := time.Now()
+		if _, err := h.mem.Cancel(context.Background(), l.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		r := h.waitRun(l.RunID)
+		took := time.Since(begin)
+		if r.State != lease.RunCancelled {
+			t.Fatalf("run = %s %q, want cancelled", r.State, r.Summary)
+		}
+		if took > 3*time.Second {
+			t.Errorf("cancel made elsewhere took %s to stop the child; the poll runs every second", took)
+		}
+		t.Logf("cancel by poll: %s", took.Round(time.Millisecond))
+	})
+	t.Run("CancelTask", func(t *testing.T) {
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("sleep 300", "{}", Spec{Lease: time.Minute, Heartbeat: 20 * time.Second})
+		time.Sleep(300 * time.Millisecond)
+		if _, err := h.mem.Cancel(context.Background(), l.TaskID); err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if got := h.s.CancelTask(l.TaskID); got != l.RunID {
+			t.Fatalf("CancelTask(%d) = %d, want run %d", l.TaskID, got, l.RunID)
+		}
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCancelled {
+			t.Fatalf("run = %s %q, want cancelled", r.State, r.Summary)
+		}
+		t.Logf("cancel through CancelTask: %s", time.Since(begin).Round(time.Millisecond))
+		if got := h.s.CancelTask(l.TaskID + 1000); got != 0 {
+			t.Errorf("CancelTask of a task not run here = %d, want 0", got)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -22,4 +23,26 @@ func (s *Supervisor) Progress(runID int64) error {
 	c.out.lastAt.Store(s.mono())
 	c.out.lastWall.Store(time.Now().UnixNano())
 	return nil
+}
+
+// RunOfProcess returns the run whose child's process group holds pid (the
+// child itself, or a `qd` it started), 0 when none does: the daemon names
+// the run behind a request on its socket.
+func (s *Supervisor) RunOfProcess(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil {
+		return 0
+	}
+	for _, c := range s.live() {
+		c.mu.Lock()
+		leader := c.pid
+		c.mu.Unlock()
+		if leader == pgid {
+			return c.l.RunID
+		}
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -43,11 +44,30 @@ func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) er
 		return err
 	}
 	if state == lease.TaskRunning {
-		fmt.Fprintf(env.Stdout, "task %d is running; cancellation requested, its holder stops it at the next heartbeat\n", id)
+		fmt.Fprintln(env.Stdout, stopRunning(ctx, env, id))
 		return nil
 	}
 	fmt.Fprintf(env.Stdout, "task %d %s\n", id, state)
 	return nil
+}
+
+// stopRunning asks the daemon on this host to stop the run of task id at
+// once, and says which of the two ways the cancel takes: stopped here now,
+// or left to the daemon that runs it, which polls for cancels every second
+// (a holder that is not a daemon learns it at its next `qd heartbeat`).
+func stopRunning(ctx context.Context, env *Env, id int64) string {
+	elsewhere := fmt.Sprintf("task %d is running elsewhere; cancel requested: its daemon stops it within about a second (a `qd claim` holder at its next heartbeat)", id)
+	c, ok := env.localDaemon()
+	if !ok {
+		return elsewhere
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := c.CancelTask(ctx, id)
+	if err != nil || res.RunID == 0 {
+		return elsewhere
+	}
+	return fmt.Sprintf("task %d cancelled: run %d stopped now by the daemon on this host", id, res.RunID)
 }
 
 func runRetry(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {

@@ -19,7 +19,10 @@ var enqueueCommand = &command{
 	help: `PAYLOAD is JSON text, "-" reads it from stdin, and it defaults to {}.
 Prints the new task's id alone. With --key, when a task with the same key is
 not yet finished, prints that task's id instead and adds nothing.
-Lower priority numbers run first.`,
+Lower priority numbers run first. A task due now wakes the daemon on this
+host (the one of $QD_SOCKET, else of the config) so that it claims at once;
+when none answers, or it does not run the agent, stderr says the task waits
+for the next tick of a daemon that does.`,
 	db:    true,
 	setup: setupEnqueue,
 }
@@ -63,11 +66,14 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		id, _, err := prov.Enqueue(ctx, p)
+		id, existed, err := prov.Enqueue(ctx, p)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(env.Stdout, id)
+		if !existed && p.RunAfter.IsZero() && p.Delay == 0 {
+			_ = wakeAgent(ctx, env, p.Agent, id) // a refusal is said on stderr; the task is queued
+		}
 		return nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 var commands = []*command{
 	migrateCommand,
 	enqueueCommand,
+	runNowCommand,
 	claimCommand,
 	heartbeatCommand,
 	completeCommand,

@@ -55,6 +55,7 @@ var cases = []testCase{
 	{"Settle/LogError", testSettleLogError},
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},
+	{"Cancel/Requested", testCancelRequested},
 	{"Retry", testRetry},
 	{"AbandonOwner", testAbandonOwner},
 	{"Lanes/PauseAndLimit", testLanesPauseAndLimit},

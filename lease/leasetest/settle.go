@@ -204,6 +204,30 @@ func testSettleLogError(t *testing.T, p lease.Provider) {
 	}
 }
 
+// Ensure CancelRequested names exactly the live runs asked about whose task
+// has a cancel request: not another live run, not an unknown id, and not a
+// run that has ended.
+func testCancelRequested(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	mustEnqueue(t, p, task("creq1", "a"))
+	mustEnqueue(t, p, task("creq2", "a"))
+	mustEnqueue(t, p, task("creq3", "a"))
+	a, b, c := MustClaim(t, p, claimIn("creq1")), MustClaim(t, p, claimIn("creq2")), MustClaim(t, p, claimIn("creq3"))
+	for _, id := range []int64{a.TaskID, c.TaskID} {
+		if _, err := p.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSettle(t, p, lease.Settlement{RunID: c.RunID, Outcome: lease.RunCancelled, Summary: "cancelled"})
+	got, err := p.CancelRequested(ctx, []int64{a.RunID, b.RunID, c.RunID, 1 << 40})
+	if err != nil || len(got) != 1 || got[0] != a.RunID {
+		t.Errorf("cancel requests among runs %d, %d, %d: got %v, %v; want [%d]", a.RunID, b.RunID, c.RunID, got, err, a.RunID)
+	}
+	if got, err := p.CancelRequested(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("cancel requests of no runs: %v, %v", got, err)
+	}
+}
+
 // Ensure cancelling a queued task ends it at once, and that only done and
 // failed tasks refuse a cancel.
 func testCancelQueued(t *testing.T, p lease.Provider) {

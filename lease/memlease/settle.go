@@ -145,6 +145,22 @@ func requeue(t *lease.Task, runAfter, now time.Time) {
 	t.UpdatedAt = now
 }
 
+// CancelRequested returns the live runs of runIDs whose task has a cancel
+// request.
+func (p *Provider) CancelRequested(ctx context.Context, runIDs []int64) ([]int64, error) {
+	if _, err := p.lock(ctx); err != nil {
+		return nil, fmt.Errorf("read cancel requests: %w", err)
+	}
+	defer p.mu.Unlock()
+	out := []int64{}
+	for _, id := range runIDs {
+		if r := p.live[id]; r != nil && p.tasks[r.TaskID].CancelRequested {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // Cancel cancels a queued task at once or marks a running one.
 func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
 	now, err := p.lock(ctx)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,8 +82,28 @@ func (c Client) Wake(ctx context.Context, agent string) error {
 	return fmt.Errorf("wake agent %s: %w", agent, err)
 }
 
+// Enqueue adds a task to the daemon's own queue. The error matches
+// ErrBadRequest when the daemon refused the task as invalid.
+func (c Client) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
+	var out Enqueued
+	body, err := json.Marshal(req)
+	if err != nil {
+		return out, fmt.Errorf("enqueue through the daemon: %w", err)
+	}
+	err = c.send(ctx, http.MethodPost, TasksPath, body, &out)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return out, err
+	}
+	return out, fmt.Errorf("enqueue through the daemon: %w", err)
+}
+
 // do sends one request and decodes a JSON answer into out (when not nil).
 func (c Client) do(ctx context.Context, method, path string, out any) error {
+	return c.send(ctx, method, path, nil, out)
+}
+
+// send is do with a JSON request body (none when nil).
+func (c Client) send(ctx context.Context, method, path string, body []byte, out any) error {
 	if err := checkSocketPath(c.Path, 0); err != nil {
 		return err
 	}
@@ -94,25 +115,42 @@ func (c Client) do(ctx context.Context, method, path string, out any) error {
 		DisableKeepAlives: true,
 	}
 	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, method, "http://qd"+path, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://qd"+path, rd)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return dialError(c.Path, err)
 	}
 	defer resp.Body.Close()
+	return c.answer(resp, path, out)
+}
+
+// answer turns the daemon's answer into out (when not nil) or an error that
+// matches the API's sentinels.
+func (c Client) answer(resp *http.Response, path string, out any) error {
 	body := io.LimitReader(resp.Body, maxResponseBytes)
+	words := func() string {
+		msg, _ := io.ReadAll(io.LimitReader(body, 2048))
+		return strings.TrimSpace(string(msg))
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
 		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/agents/"):
-		msg, _ := io.ReadAll(io.LimitReader(body, 2048))
-		return &unknownAgentError{daemon: c.Path, msg: strings.TrimSpace(string(msg))}
+		return &unknownAgentError{daemon: c.Path, msg: words()}
+	case resp.StatusCode == http.StatusBadRequest:
+		return fmt.Errorf("daemon at %s: %w: %s", c.Path, ErrBadRequest, words())
 	case resp.StatusCode/100 != 2:
-		msg, _ := io.ReadAll(io.LimitReader(body, 512))
-		return fmt.Errorf("daemon at %s: %s: %s", c.Path, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("daemon at %s: %s: %s", c.Path, resp.Status, words())
 	case out == nil:
 		return nil
 	}

@@ -36,6 +36,9 @@ type Daemon interface {
 	// Wake claims for agent now; an error matching ErrUnknownAgent, naming
 	// the agents the daemon runs, when it runs no such agent.
 	Wake(ctx context.Context, agent string) error
+	// Enqueue adds a task to the daemon's queue; an error matching
+	// ErrBadRequest when the task is invalid.
+	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
 }
 
 // PeerPID is the pid of the process that sent the request in ctx (read
@@ -60,6 +63,9 @@ const (
 	maxHeaderBytes    = 8 << 10
 	snapshotTimeout   = 10 * time.Second
 	maxBodyBytes      = 64 << 10
+	// maxEnqueueBytes fits a payload of the queue's largest (1 MiB),
+	// escaped, and the rest of the request.
+	maxEnqueueBytes = 3 << 20
 )
 
 // Server serves Snapshots over HTTP on a unix socket.
@@ -91,7 +97,11 @@ func Listen(path string, d Daemon, logger hclog.Logger) (*Server, error) {
 	s := &Server{sock: sock, d: d, logger: logger, fresh: map[net.Conn]struct{}{}}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.Handle(rt.pattern, http.MaxBytesHandler(rt.handler, maxBodyBytes))
+		limit := int64(maxBodyBytes)
+		if rt.body > 0 {
+			limit = rt.body
+		}
+		mux.Handle(rt.pattern, http.MaxBytesHandler(rt.handler, limit))
 	}
 	s.mux = mux
 	s.hs = &http.Server{
@@ -145,19 +155,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.closeErr
 }
 
-// route is one endpoint: its method and path, and its handler.
+// route is one endpoint: its method and path, its handler, and the most
+// body it reads (maxBodyBytes when 0).
 type route struct {
 	pattern string
 	handler http.HandlerFunc
+	body    int64
 }
 
 // routes is the API, every endpoint of it; the package doc lists them.
 func (s *Server) routes() []route {
 	return []route{
-		{"GET " + StatusPath, s.handleStatus},
-		{"POST " + progressPattern, s.handleProgress},
-		{"POST " + cancelPattern, s.handleCancel},
-		{"POST " + wakePattern, s.handleWake},
+		{"GET " + StatusPath, s.handleStatus, 0},
+		{"POST " + progressPattern, s.handleProgress, 0},
+		{"POST " + cancelPattern, s.handleCancel, 0},
+		{"POST " + wakePattern, s.handleWake, 0},
+		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes},
 	}
 }
 
@@ -210,6 +223,26 @@ func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
+	var req EnqueueRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the task: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := s.d.Enqueue(r.Context(), req)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrBadRequest) {
+			code = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
+	s.writeJSON(w, res)
 }
 
 // writeJSON answers with v as indented JSON.

@@ -58,6 +58,13 @@ func (f fakeDaemon) Wake(_ context.Context, agent string) error {
 	return nil
 }
 
+func (f fakeDaemon) Enqueue(_ context.Context, req EnqueueRequest) (Enqueued, error) {
+	if req.Lane == "" {
+		return Enqueued{}, fmt.Errorf("lane is empty: %w", ErrBadRequest)
+	}
+	return Enqueued{TaskID: 9, Woken: req.Wake}, nil
+}
+
 func (f fakeDaemon) Progress(ctx context.Context, runID int64) error {
 	if f.progress == nil {
 		return nil
@@ -611,5 +618,27 @@ func TestClient_CancelAndWake(t *testing.T) {
 	err := c.Wake(ctx, "ghost")
 	if !errors.Is(err, ErrUnknownAgent) || !strings.Contains(err.Error(), "it runs: builder") {
 		t.Errorf("wake ghost: got %v, want ErrUnknownAgent naming builder", err)
+	}
+}
+
+// Ensure an enqueue through the socket carries the task and its payload
+// byte for byte, that a refusal comes back as ErrBadRequest with the
+// daemon's words, and that a body past the limit is refused.
+func TestClient_Enqueue(t *testing.T) {
+	path := socketPath(t)
+	MustListen(t, path, fixedSnapshot("q"))
+	c := Client{Path: path}
+	ctx := context.Background()
+	res, err := c.Enqueue(ctx, EnqueueRequest{Lane: "l", Agent: "a", Payload: json.RawMessage(`{"k": [1, 2]}`), Wake: true})
+	if err != nil || res.TaskID != 9 || !res.Woken {
+		t.Errorf("enqueue: %+v, %v; want task 9, woken", res, err)
+	}
+	_, err = c.Enqueue(ctx, EnqueueRequest{Agent: "a"})
+	if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "lane is empty") {
+		t.Errorf("enqueue without a lane: got %v, want ErrBadRequest saying why", err)
+	}
+	big := EnqueueRequest{Lane: "l", Agent: "a", Payload: json.RawMessage(`"` + strings.Repeat("x", 4<<20) + `"`)}
+	if _, err := c.Enqueue(ctx, big); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("enqueue of 4 MiB: got %v, want refused", err)
 	}
 }

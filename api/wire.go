@@ -1,9 +1,11 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // The endpoints' paths. Every request goes to the host "qd" over the unix
@@ -19,7 +21,40 @@ const (
 	cancelPattern = "/v1/tasks/{id}/cancel"
 	// wakePattern takes POST with no body: claim for agent {name} now.
 	wakePattern = "/v1/agents/{name}/wake"
+	// TasksPath takes POST with an EnqueueRequest: add a task to the
+	// daemon's queue; answers an Enqueued.
+	TasksPath = "/v1/tasks"
 )
+
+// EnqueueRequest is a task to add to the daemon's own queue: what an agent
+// sends for a follow-up task, since it never holds the database URL.
+type EnqueueRequest struct {
+	Lane         string          `json:"lane"`
+	Agent        string          `json:"agent"`
+	Payload      json.RawMessage `json:"payload"` // JSON; {} when empty
+	Priority     int             `json:"priority,omitempty"`
+	RunAfter     time.Time       `json:"run_after,omitzero"`
+	DelaySeconds float64         `json:"delay_seconds,omitempty"`
+	MaxAttempts  int             `json:"max_attempts,omitempty"`
+	DedupeKey    string          `json:"dedupe_key,omitempty"`
+	// Wake claims for the agent at once, when the daemon runs it.
+	Wake bool `json:"wake,omitempty"`
+}
+
+// Enqueued answers an EnqueueRequest. ParentRun is the run whose child sent
+// it, found from the sender's process group (0 when the sender is not one
+// of the daemon's children); Woken says whether the daemon claims for the
+// agent at once (it runs it, and the request asked).
+type Enqueued struct {
+	TaskID    int64 `json:"task_id"`
+	Existed   bool  `json:"existed"`
+	ParentRun int64 `json:"parent_run,omitempty"`
+	Woken     bool  `json:"woken"`
+}
+
+// ErrBadRequest: the request was refused as invalid (a bad lane, a payload
+// that is not JSON); the server answers 400 and the message says why.
+var ErrBadRequest = errors.New("invalid request")
 
 // Cancelled answers a cancel: the run this daemon stopped, 0 when it runs
 // no run of the task (another daemon may; it learns of the cancel from the

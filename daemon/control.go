@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/lease"
 )
 
 // peer names, for the log, the process behind a request on the socket: its
@@ -48,4 +51,32 @@ func (d *daemon) agentList() string {
 		names[i] = a.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// Enqueue is POST /v1/tasks: a task added to this daemon's queue, usually
+// a follow-up an agent enqueues (it has no database URL). The run whose
+// process group sent it is recorded as the task's parent.
+func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enqueued, error) {
+	pid := api.PeerPID(ctx)
+	p := lease.EnqueueParams{Lane: req.Lane, Agent: req.Agent, Payload: req.Payload, Priority: req.Priority,
+		RunAfter: req.RunAfter, Delay: time.Duration(req.DelaySeconds * float64(time.Second)),
+		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: d.sup.RunOfProcess(pid)}
+	if err := lease.ValidateEnqueue(&p); err != nil {
+		return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	id, existed, err := d.queue.Enqueue(ctx, p)
+	if err != nil {
+		if errors.Is(err, lease.ErrInvalid) {
+			return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+		}
+		return api.Enqueued{}, err
+	}
+	res := api.Enqueued{TaskID: id, Existed: existed, ParentRun: p.ParentRun}
+	due := p.RunAfter.IsZero() && p.Delay == 0
+	if req.Wake && !existed && due {
+		res.Woken = d.sched.Wake(p.Agent)
+	}
+	d.logger.Info("enqueue through the socket", append([]any{"task_id", id, "lane", p.Lane, "agent", p.Agent,
+		"existed", existed, "woken", res.Woken}, d.peer(ctx)...)...)
+	return res, nil
 }

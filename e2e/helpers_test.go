@@ -40,6 +40,7 @@ type shown struct {
 		State       string `json:"state"`
 		Attempts    int    `json:"attempts"`
 		MaxAttempts int    `json:"max_attempts"`
+		ParentRun   int64  `json:"parent_run"`
 	} `json:"task"`
 	Runs []shownRun `json:"runs"`
 }

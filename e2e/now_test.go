@@ -123,3 +123,40 @@ lane "c1" {
 		waitShow(t, qd, db, id, 10*time.Second, "cancelled", func(s shown) bool { return s.Task.State == "cancelled" })
 	}
 }
+
+// Ensure an agent's follow-up tasks go through its daemon's socket into the
+// daemon's own queue, whatever the agent's working directory config and PG
+// variables say (here: another database), record the run that enqueued
+// them, and run.
+func TestNow_AgentFollowUps(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(work, "qd.hcl"), "database = \"postgres://postgres@127.0.0.1:5432/qd_elsewhere_nonexistent?sslmode=disable\"\n")
+	planner := testkit.MustScript(t, dir, "planner.sh", `
+export PGDATABASE=qd_elsewhere_nonexistent PGHOST=127.0.0.1
+for n in 1 2; do
+  "$PLAN_QD" enqueue --lane follow --agent follow "{\"n\": $n}" >> "`+dir+`/children" || exit 1
+done
+`)
+	body := fmt.Sprintf("agent \"planner\" {\n  command = [%q]\n  dir = %q\n  schedule = \"@every 1s\"\n  env = { PLAN_QD = %q }\n}\n", planner, work, qd) +
+		nowAgent("follow", startMarker(t, dir, "0"), "@hourly")
+	testkit.StartDaemon(t, qd, db, "planner", body, testkit.DaemonOptions{})
+	parent := enqueue(t, qd, db, "plan", "planner")
+	waitShow(t, qd, db, parent, 20*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	ids := strings.Fields(readFile(t, filepath.Join(dir, "children")))
+	if len(ids) != 2 {
+		t.Fatalf("the planner enqueued %v, want two task ids", ids)
+	}
+	run := showTask(t, qd, db, parent).Runs[0].ID
+	for _, id := range ids {
+		s := waitShow(t, qd, db, id, 20*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+		if s.Task.ParentRun != run {
+			t.Errorf("follow-up %s: parent_run %d, want the planner's run %d", id, s.Task.ParentRun, run)
+		}
+	}
+}

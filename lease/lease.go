@@ -107,6 +107,7 @@ type Task struct {
 	MaxAttempts     int
 	State           TaskState
 	DedupeKey       string
+	ParentRun       int64 // the run that enqueued it; 0 when none
 	CancelRequested bool
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -166,6 +167,9 @@ type EnqueueParams struct {
 	Delay       time.Duration   // added to the provider's clock when RunAfter is zero
 	MaxAttempts int             // DefaultMaxAttempts when zero
 	DedupeKey   string
+	// ParentRun is the run whose agent enqueued the task (through its
+	// daemon), 0 when none did.
+	ParentRun int64
 }
 
 // ClaimParams selects what a claim may take and who holds it.

@@ -171,7 +171,7 @@ func (x *explainer) workload(p *pg.Provider, expired int64) {
 	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8)`, s),
 		[]int64{live[0].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false})
 	x.run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', ARRAY['x'], 'gone')`, s))
-	x.run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key')`, s))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key', NULL)`, s))
 }
 
 // check fails the test on a sequential scan of tasks or runs, or a partial

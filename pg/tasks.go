@@ -69,8 +69,12 @@ func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64
 	if !ep.RunAfter.IsZero() {
 		runAfter = &ep.RunAfter
 	}
-	b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue($1, $2, $3, $4, $5, $6, $7, $8)`),
-		ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey)).
+	var parent *int64
+	if ep.ParentRun != 0 {
+		parent = &ep.ParentRun
+	}
+	b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
+		ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey), parent).
 		QueryRow(func(row pgx.Row) error { return row.Scan(id, existed) })
 }
 
@@ -153,14 +157,15 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 }
 
 const taskColumns = `t.id, t.lane, t.agent, t.payload_text, t.priority, t.run_after, t.attempts, t.max_attempts,
-	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at`
+	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at,
+	coalesce(t.parent_run, 0)`
 
 func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	var t lease.Task
 	var payload string
 	var finished *time.Time
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
-		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished)
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun)
 	t.Payload = json.RawMessage(payload)
 	if finished != nil {
 		t.FinishedAt = *finished

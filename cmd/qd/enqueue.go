@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -22,7 +24,9 @@ not yet finished, prints that task's id instead and adds nothing.
 Lower priority numbers run first. A task due now wakes the daemon on this
 host (the one of $QD_SOCKET, else of the config) so that it claims at once;
 when none answers, or it does not run the agent, stderr says the task waits
-for the next tick of a daemon that does.`,
+for the next tick of a daemon that does. Inside an agent ($QD_SOCKET set, no
+--db or $QD_DATABASE_URL) the task goes through the socket into the daemon's
+own queue, and records the run that enqueued it.`,
 	db:    true,
 	setup: setupEnqueue,
 }
@@ -61,6 +65,9 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 		p.Payload = payload
 		if err := lease.ValidateEnqueue(&p); err != nil {
 			return usageErrorf("enqueue: %v", err)
+		}
+		if sock, ok := viaSocket(env); ok {
+			return enqueueViaSocket(ctx, env, sock, p)
 		}
 		prov, err := env.Provider(ctx)
 		if err != nil {
@@ -103,4 +110,32 @@ func readPayload(stdin io.Reader, args []string) (json.RawMessage, error) {
 		return nil, usageErrorf("enqueue: payload is not valid JSON")
 	}
 	return json.RawMessage(b), nil
+}
+
+// enqueueViaSocket adds the task through the daemon whose child this is,
+// to the daemon's own queue, and wakes it: an agent holds no database URL,
+// and whatever its directory's config or PG variables say, its follow-up
+// tasks belong in its daemon's queue.
+func enqueueViaSocket(ctx context.Context, env *Env, sock string, p lease.EnqueueParams) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	res, err := api.Client{Path: sock}.Enqueue(ctx, toRequest(p))
+	switch {
+	case errors.Is(err, api.ErrBadRequest):
+		return usageErrorf("enqueue: %v", err)
+	case err != nil:
+		return fmt.Errorf("enqueue through the daemon socket %s: %w", sock, err)
+	}
+	fmt.Fprintln(env.Stdout, res.TaskID)
+	if !res.Woken && !res.Existed && p.RunAfter.IsZero() && p.Delay == 0 {
+		fmt.Fprintf(env.Stderr, "qd: the daemon at %s does not run agent %s; task %d waits for the next tick of a daemon that does\n", sock, p.Agent, res.TaskID)
+	}
+	return nil
+}
+
+// toRequest is p as the socket takes it, with a wake.
+func toRequest(p lease.EnqueueParams) api.EnqueueRequest {
+	return api.EnqueueRequest{Lane: p.Lane, Agent: p.Agent, Payload: p.Payload, Priority: p.Priority,
+		RunAfter: p.RunAfter, DelaySeconds: p.Delay.Seconds(), MaxAttempts: p.MaxAttempts,
+		DedupeKey: p.DedupeKey, Wake: true}
 }

@@ -60,6 +60,9 @@ func setupRunNow(fs *flag.FlagSet) runFunc {
 		if err := lease.ValidateEnqueue(&p); err != nil {
 			return usageErrorf("run-now: %v", err)
 		}
+		if sock, ok := viaSocket(env); ok {
+			return enqueueViaSocket(ctx, env, sock, p)
+		}
 		prov, err := env.Provider(ctx)
 		if err != nil {
 			return err

@@ -44,6 +44,7 @@ type taskJSON struct {
 	MaxAttempts     int             `json:"max_attempts"`
 	RunAfter        *time.Time      `json:"run_after"`
 	DedupeKey       string          `json:"dedupe_key,omitempty"`
+	ParentRun       int64           `json:"parent_run,omitempty"`
 	CancelRequested bool            `json:"cancel_requested"`
 	CreatedAt       *time.Time      `json:"created_at"`
 	UpdatedAt       *time.Time      `json:"updated_at"`
@@ -55,7 +56,7 @@ func toTaskJSON(t lease.Task) taskJSON {
 	return taskJSON{
 		ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority,
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: timePtr(t.RunAfter),
-		DedupeKey: t.DedupeKey, CancelRequested: t.CancelRequested,
+		DedupeKey: t.DedupeKey, ParentRun: t.ParentRun, CancelRequested: t.CancelRequested,
 		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt),
 		FinishedAt: timePtr(t.FinishedAt), Payload: t.Payload,
 	}
@@ -173,6 +174,9 @@ func writeTaskDetail(env *Env, t lease.Task) {
 	tb.row("next run", nextRun(t, now))
 	if t.DedupeKey != "" {
 		tb.row("key", t.DedupeKey)
+	}
+	if t.ParentRun != 0 {
+		tb.row("enqueued by", fmt.Sprintf("run %d", t.ParentRun))
 	}
 	tb.row("created", relative(t.CreatedAt, now))
 	tb.row("finished", relative(t.FinishedAt, now))

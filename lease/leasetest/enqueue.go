@@ -18,7 +18,7 @@ func testEnqueueDefaults(t *testing.T, p lease.Provider) {
 	tk := MustTask(t, p, id)
 	if tk.Lane != lease.DefaultLane || string(tk.Payload) != "{}" || tk.MaxAttempts != lease.DefaultMaxAttempts ||
 		tk.Priority != 0 || tk.State != lease.TaskQueued || tk.Attempts != 0 || tk.CreatedAt.IsZero() ||
-		tk.CancelRequested || !tk.FinishedAt.IsZero() {
+		tk.CancelRequested || !tk.FinishedAt.IsZero() || tk.ParentRun != 0 {
 		t.Fatalf("task with defaults: got %+v", tk)
 	}
 	if tk.RunAfter.After(tk.CreatedAt.Add(time.Second)) {
@@ -40,9 +40,9 @@ func testEnqueueDefaults(t *testing.T, p lease.Provider) {
 	}
 	at := time.Now().Add(-90 * time.Minute).Truncate(time.Millisecond)
 	ep := task("at", "a")
-	ep.RunAfter, ep.Priority, ep.MaxAttempts, ep.DedupeKey = at, -7, 9, "key-at"
+	ep.RunAfter, ep.Priority, ep.MaxAttempts, ep.DedupeKey, ep.ParentRun = at, -7, 9, "key-at", 42
 	tk = MustTask(t, p, mustEnqueue(t, p, ep))
-	if !tk.RunAfter.Equal(at) || tk.Priority != -7 || tk.MaxAttempts != 9 || tk.DedupeKey != "key-at" {
+	if !tk.RunAfter.Equal(at) || tk.Priority != -7 || tk.MaxAttempts != 9 || tk.DedupeKey != "key-at" || tk.ParentRun != 42 {
 		t.Errorf("task with every field: got %+v", tk)
 	}
 }

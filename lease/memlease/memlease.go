@@ -100,6 +100,7 @@ func (p *Provider) enqueue(ep lease.EnqueueParams, now time.Time) (int64, bool) 
 		MaxAttempts: ep.MaxAttempts,
 		State:       lease.TaskQueued,
 		DedupeKey:   ep.DedupeKey,
+		ParentRun:   ep.ParentRun,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}

@@ -26,8 +26,8 @@ const (
 const truncatedNote = "\n[qd: log truncated at 64 MiB; later output is dropped, its last 8 KiB are in the run's output_tail]\n"
 
 // output collects a child's stdout and stderr: the whole of it into the run
-// log, the last tailSize bytes into a ring, and the last non-empty stdout line
-// (at most lineMax bytes) for the summary. Memory stays fixed whatever the
+// log, the last tailSize bytes into a ring, and the last non-empty line of
+// each stream (at most lineMax bytes) for the summary. Memory stays fixed whatever the
 // child writes.
 type output struct {
 	mu     sync.Mutex
@@ -38,9 +38,7 @@ type output struct {
 	ring    [tailSize]byte
 	n       int64 // bytes written in all
 	logged  int64 // bytes written to log
-	cur     []byte
-	curLong bool
-	last    string
+	lines   [2]lastLine // stdout, stderr
 	// lastAt is when output last arrived, in ns on the supervisor's
 	// monotonic clock (see Supervisor.mono); zero when none yet.
 	lastAt atomic.Int64
@@ -49,7 +47,11 @@ type output struct {
 }
 
 func newOutput(log io.Writer) *output {
-	return &output{log: log, cur: make([]byte, 0, lineMax)}
+	o := &output{log: log}
+	for i := range o.lines {
+		o.lines[i].cur = make([]byte, 0, lineMax)
+	}
+	return o
 }
 
 // readBufs holds the read buffers of children that have ended, so that a
@@ -86,7 +88,9 @@ func (o *output) write(p []byte, stdout bool) {
 	}
 	o.toRing(p)
 	if stdout {
-		o.toLine(p)
+		o.lines[0].add(p)
+	} else {
+		o.lines[1].add(p)
 	}
 }
 
@@ -119,37 +123,53 @@ func (o *output) toRing(p []byte) {
 	o.n += int64(len(p))
 }
 
-func (o *output) toLine(p []byte) {
+// lastLine keeps the last non-empty line of one stream, at most lineMax
+// bytes of it, in fixed memory.
+type lastLine struct {
+	cur     []byte
+	curLong bool
+	last    string
+}
+
+func (l *lastLine) add(p []byte) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		chunk := p
 		if i >= 0 {
 			chunk = p[:i]
 		}
-		room := lineMax - len(o.cur)
+		room := lineMax - len(l.cur)
 		if len(chunk) > room {
-			o.cur = append(o.cur, chunk[:room]...)
-			o.curLong = true
+			l.cur = append(l.cur, chunk[:room]...)
+			l.curLong = true
 		} else {
-			o.cur = append(o.cur, chunk...)
+			l.cur = append(l.cur, chunk...)
 		}
 		if i < 0 {
 			return
 		}
-		o.endLine()
+		l.endLine()
 		p = p[i+1:]
 	}
 }
 
 // endLine keeps the current line as the last one if it has any text.
-func (o *output) endLine() {
-	if s := strings.TrimSpace(clean(o.cur)); s != "" {
-		if o.curLong {
+func (l *lastLine) endLine() {
+	if s := strings.TrimSpace(clean(l.cur)); s != "" {
+		if l.curLong {
 			s += "…"
 		}
-		o.last = s
+		l.last = s
 	}
-	o.cur, o.curLong = o.cur[:0], false
+	l.cur, l.curLong = l.cur[:0], false
+}
+
+// line returns the last non-empty line, counting an unfinished one.
+func (l *lastLine) line() string {
+	if len(l.cur) > 0 {
+		l.endLine()
+	}
+	return l.last
 }
 
 // tail returns the last tailSize bytes as valid text.
@@ -168,14 +188,12 @@ func (o *output) tail() string {
 	return clean(b)
 }
 
-// lastLine returns the last non-empty stdout line, counting an unfinished one.
-func (o *output) lastLine() string {
+// lastLines returns the last non-empty line of stdout and of stderr,
+// counting unfinished ones.
+func (o *output) lastLines() (stdout, stderr string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.cur) > 0 {
-		o.endLine()
-	}
-	return o.last
+	return o.lines[0].line(), o.lines[1].line()
 }
 
 // clean makes b storable as text: valid UTF-8 and no NUL bytes.

@@ -24,13 +24,21 @@ func TestOutput_LastLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Ensure the summary is the last non-empty stdout line, bounded.
-			o := newOutput(nil)
-			for _, c := range tt.chunks {
-				o.write([]byte(c), true)
-			}
-			if got := o.lastLine(); got != tt.want {
-				t.Fatalf("lastLine = %q, want %q", got, tt.want)
+			// Ensure each stream keeps its last non-empty line, bounded,
+			// and the other stream's lines do not mix in.
+			for _, stdout := range []bool{true, false} {
+				o := newOutput(nil)
+				for _, c := range tt.chunks {
+					o.write([]byte(c), stdout)
+				}
+				o.write([]byte("other stream\n"), !stdout)
+				out, errLine := o.lastLines()
+				if !stdout {
+					out, errLine = errLine, out
+				}
+				if out != tt.want || errLine != "other stream" {
+					t.Fatalf("stdout %v: last lines %q and %q, want %q and the other stream's", stdout, out, errLine, tt.want)
+				}
 			}
 		})
 	}
@@ -58,8 +66,8 @@ func TestOutput_Tail(t *testing.T) {
 			if got := o.tail(); got != tt.want {
 				t.Fatalf("tail = %d bytes %.20q…, want %d bytes %.20q…", len(got), got, len(tt.want), tt.want)
 			}
-			if o.lastLine() != "" {
-				t.Fatal("stderr reached the summary")
+			if out, _ := o.lastLines(); out != "" {
+				t.Fatal("stderr reached stdout's last line")
 			}
 		})
 	}

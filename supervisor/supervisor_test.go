@@ -161,7 +161,9 @@ func TestSupervisor_Outcome(t *testing.T) {
 	}{
 		{"Exit0", "echo first; echo; echo '  all good  '; echo", lease.RunCompleted, lease.TaskDone, 0, "", "all good"},
 		{"Exit3", "echo broke; exit 3", lease.RunFailed, lease.TaskQueued, 3, "", "exited 3: broke"},
-		{"Signal", "echo dying; kill -SEGV $$", lease.RunAbandoned, lease.TaskQueued, -1, "SIGSEGV", "killed by SIGSEGV"},
+		{"Signal", "echo dying; kill -SEGV $$", lease.RunAbandoned, lease.TaskQueued, -1, "SIGSEGV", "killed by SIGSEGV: dying"},
+		{"StderrFirst", "echo 'working on it'; echo 'upstream returned 503' >&2; echo 'cleaning up'; exit 1", lease.RunFailed, lease.TaskQueued, 1, "", "exited 1: upstream returned 503"},
+		{"CompletedKeepsStdout", "echo 'a warning' >&2; echo 'built 3 files'", lease.RunCompleted, lease.TaskDone, 0, "", "built 3 files"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -286,8 +288,8 @@ func TestSupervisor_Timeout(t *testing.T) {
 		h := MustHarness(t, nil)
 		l := h.start("echo hello; sleep 300", "{}", Spec{StallTimeout: time.Second, KillGrace: time.Second})
 		r := h.waitRun(l.RunID)
-		if r.State != lease.RunAbandoned || r.Summary != "stalled: no output for 1s" {
-			t.Fatalf("run = %s %q, want abandoned \"stalled: no output for 1s\"", r.State, r.Summary)
+		if r.State != lease.RunAbandoned || r.Summary != "stalled: no output for 1s; last output: hello" {
+			t.Fatalf("run = %s %q, want abandoned, stalled, with its last output", r.State, r.Summary)
 		}
 	})
 

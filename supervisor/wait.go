@@ -65,7 +65,12 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	c.mu.Lock()
 	reason, text := c.reason, c.reasonText
 	c.mu.Unlock()
-	line := c.out.lastLine()
+	outLine, errLine := c.out.lastLines()
+	// Why a run went wrong is usually on stderr; what a run did, on stdout.
+	why := errLine
+	if why == "" {
+		why = outLine
+	}
 	switch {
 	case reason == stopLeaseLost:
 		st.Outcome, st.Summary = lease.RunAbandoned, text
@@ -88,16 +93,20 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 		st.Outcome, st.Summary = lease.RunAbandoned, "killed by "+sig
 		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
 	case *code == 0:
-		st.Outcome, st.Summary = lease.RunCompleted, line
-		if line == "" {
+		st.Outcome, st.Summary = lease.RunCompleted, outLine
+		if outLine == "" {
 			st.Summary = "exited 0"
 		}
 	default:
 		st.Outcome, st.Summary = lease.RunFailed, fmt.Sprintf("exited %d", *code)
 		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
-		if line != "" {
-			st.Summary += ": " + line
-		}
+	}
+	switch {
+	case why == "" || st.Outcome == lease.RunCompleted:
+	case reason == stopTimeout || reason == stopStall:
+		st.Summary += "; last output: " + why
+	case reason == stopNone: // failed, or killed by a signal qd did not send
+		st.Summary += ": " + why
 	}
 	st.Summary = bound(st.Summary)
 	return st, true

@@ -34,11 +34,11 @@ type output struct {
 	log    io.Writer // the run log; nil until opened, and after a write error
 	logErr error
 	// open creates the run log at the first output; nil once called.
-	open    func() (io.Writer, error)
-	ring    [tailSize]byte
-	n       int64 // bytes written in all
-	logged  int64 // bytes written to log
-	lines   [2]lastLine // stdout, stderr
+	open   func() (io.Writer, error)
+	ring   [tailSize]byte
+	n      int64       // bytes written in all
+	logged int64       // bytes written to log
+	lines  [2]lastLine // stdout, stderr
 	// lastAt is when output last arrived, in ns on the supervisor's
 	// monotonic clock (see Supervisor.mono); zero when none yet.
 	lastAt atomic.Int64

@@ -112,6 +112,9 @@ type Task struct {
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	FinishedAt      time.Time // zero until finished
+	// LastSummary is the summary of the task's latest run, "" before one
+	// ended: why a failed task failed.
+	LastSummary string
 }
 
 // Run is one attempt at a task.

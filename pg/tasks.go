@@ -158,14 +158,15 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 
 const taskColumns = `t.id, t.lane, t.agent, t.payload_text, t.priority, t.run_after, t.attempts, t.max_attempts,
 	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at,
-	coalesce(t.parent_run, 0)`
+	coalesce(t.parent_run, 0),
+	coalesce((SELECT r.summary FROM {{schema}}.runs r WHERE r.task_id = t.id ORDER BY r.id DESC LIMIT 1), '')`
 
 func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	var t lease.Task
 	var payload string
 	var finished *time.Time
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
-		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun)
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary)
 	t.Payload = json.RawMessage(payload)
 	if finished != nil {
 		t.FinishedAt = *finished

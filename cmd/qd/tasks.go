@@ -45,6 +45,7 @@ type taskJSON struct {
 	RunAfter        *time.Time      `json:"run_after"`
 	DedupeKey       string          `json:"dedupe_key,omitempty"`
 	ParentRun       int64           `json:"parent_run,omitempty"`
+	LastSummary     string          `json:"last_summary"`
 	CancelRequested bool            `json:"cancel_requested"`
 	CreatedAt       *time.Time      `json:"created_at"`
 	UpdatedAt       *time.Time      `json:"updated_at"`
@@ -56,7 +57,7 @@ func toTaskJSON(t lease.Task) taskJSON {
 	return taskJSON{
 		ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority,
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: timePtr(t.RunAfter),
-		DedupeKey: t.DedupeKey, ParentRun: t.ParentRun, CancelRequested: t.CancelRequested,
+		DedupeKey: t.DedupeKey, ParentRun: t.ParentRun, LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
 		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt),
 		FinishedAt: timePtr(t.FinishedAt), Payload: t.Payload,
 	}
@@ -108,10 +109,10 @@ func writeTasks(env *Env, tasks []lease.Task) error {
 		return writeJSON(env.Stdout, out)
 	}
 	now := time.Now()
-	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE")
+	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE", "LAST SUMMARY")
 	for _, t := range tasks {
 		tb.row(strconv.FormatInt(t.ID, 10), t.Lane, t.Agent, string(t.State), strconv.Itoa(t.Priority),
-			fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), nextRun(t, now), relative(t.CreatedAt, now))
+			fmt.Sprintf("%d/%d", t.Attempts, t.MaxAttempts), nextRun(t, now), relative(t.CreatedAt, now), truncate(t.LastSummary, 60))
 	}
 	return tb.flush()
 }

@@ -53,6 +53,7 @@ var cases = []testCase{
 	{"Settle/AbandonRefund", testSettleAbandonRefund},
 	{"Settle/AbandonBackoff", testSettleAbandonBackoff},
 	{"Settle/LogError", testSettleLogError},
+	{"Settle/LastSummary", testSettleLastSummary},
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},
 	{"Cancel/Requested", testCancelRequested},

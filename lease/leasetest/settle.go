@@ -178,6 +178,26 @@ func testSettleAbandonBackoff(t *testing.T, p lease.Provider) {
 	}
 }
 
+// Ensure a task and a listing of tasks carry the summary of the task's
+// latest run, so that a failed task says why without a look at its runs.
+func testSettleLastSummary(t *testing.T, p lease.Provider) {
+	ep := task("lastsum", "a")
+	ep.MaxAttempts = 2
+	id := mustEnqueue(t, p, ep)
+	if tk := MustTask(t, p, id); tk.LastSummary != "" {
+		t.Errorf("task never run: last summary %q", tk.LastSummary)
+	}
+	for _, why := range []string{"exited 1: first", "exited 1: upstream returned 503"} {
+		time.Sleep(5 * time.Millisecond) // past the first attempt's retry delay
+		l := MustClaim(t, p, claimIn("lastsum"))
+		mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: why, RetryIn: time.Millisecond})
+	}
+	tasks, err := p.Tasks(context.Background(), lease.TaskFilter{State: lease.TaskFailed, Lane: "lastsum"})
+	if err != nil || len(tasks) != 1 || tasks[0].LastSummary != "exited 1: upstream returned 503" {
+		t.Errorf("failed tasks: %+v, %v; want one whose last summary is the second run's", tasks, err)
+	}
+}
+
 // Ensure a settlement that marks the run's log file incomplete is kept on
 // the run, that one that does not leaves it empty, and that a refused
 // (stale) settlement marks nothing.

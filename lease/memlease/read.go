@@ -20,7 +20,7 @@ func (p *Provider) Task(ctx context.Context, id int64) (lease.Task, error) {
 	if t == nil {
 		return lease.Task{}, fmt.Errorf("get task %d: %w", id, lease.ErrNotFound)
 	}
-	return taskView(t), nil
+	return p.taskView(t), nil
 }
 
 // Run returns one run.
@@ -47,7 +47,7 @@ func (p *Provider) Tasks(ctx context.Context, f lease.TaskFilter) ([]lease.Task,
 	for _, t := range p.tasks {
 		if (f.Lane == "" || t.Lane == f.Lane) && (f.Agent == "" || t.Agent == f.Agent) &&
 			(f.State == "" || t.State == f.State) {
-			out = append(out, taskView(t))
+			out = append(out, p.taskView(t))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -87,9 +87,15 @@ func limit[T any](s []T, n int) []T {
 	return s
 }
 
-func taskView(t *lease.Task) lease.Task {
+func (p *Provider) taskView(t *lease.Task) lease.Task {
 	v := *t
 	v.Payload = bytes.Clone(t.Payload)
+	var last int64
+	for id, r := range p.runs {
+		if r.TaskID == t.ID && id > last {
+			last, v.LastSummary = id, r.Summary
+		}
+	}
 	return v
 }
 

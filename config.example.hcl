@@ -48,6 +48,22 @@ shutdown_grace = "30s"
 # Default: unset, keep them forever.
 # retention = "720h"
 
+# Whom to tell when something fails: a command, run with the facts as JSON
+# on stdin and in QD_* variables (QD_EVENT, QD_TASK_ID, QD_RUN_ID, QD_AGENT,
+# QD_LANE, QD_ATTEMPT, QD_OUTCOME, QD_EXIT_CODE, QD_SIGNAL, QD_SUMMARY,
+# QD_HOST), and/or a webhook that gets the same JSON in a POST. The default
+# of every agent; an agent's own setting replaces it. Each event is told
+# once, however many daemons share the queue, and recorded (qd show). A
+# command gets 30 s, a webhook 10 s; failures are logged, not retried.
+# examples/notify-mail.sh and examples/notify-desktop.sh are ready to use.
+# on_failure = ["/usr/local/bin/qd-notify", "--to", "me@example.com"]
+# webhook    = "https://hooks.example.com/qd"
+# Events: "failed" (a task failed for good, its attempts used up),
+# "timeout" and "stall" (a run stopped by timeout or stall_timeout),
+# "lease_lost" (a run's lease was lost or could not be renewed). Default:
+# all four.
+# notify_on = ["failed", "timeout", "stall", "lease_lost"]
+
 # One block per agent: a program qd runs for each task of that agent it
 # claims. The name (the block's label) is what `qd enqueue --agent` names and
 # must match ^[a-z0-9][a-z0-9._-]{0,62}$.
@@ -123,6 +139,12 @@ agent "progress" {
     STEPS = "3"
   }
   stall_timeout = "30s"
+
+  # This agent's own notifications, replacing the top-level ones (each of
+  # on_failure, webhook and notify_on separately).
+  # on_failure = ["/bin/sh", "-c", "cat >> /tmp/qd-failures.jsonl"]
+  # webhook    = "https://hooks.example.com/qd/progress"
+  # notify_on  = ["failed"]
 }
 
 # Enqueue a task on a schedule, exactly once per tick even when several

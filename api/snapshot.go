@@ -60,6 +60,18 @@ type AgentStatus struct {
 	Parallel int       `json:"parallel"`
 	// Lanes are the lanes the agent serves; empty when it serves any.
 	Lanes []string `json:"lanes"`
+	// Last is how the agent's last run on this daemon ended; absent before
+	// one did.
+	Last *LastOutcome `json:"last,omitempty"`
+}
+
+// LastOutcome is how a run ended: its outcome, when, and its summary.
+type LastOutcome struct {
+	RunID   int64     `json:"run_id"`
+	TaskID  int64     `json:"task_id"`
+	Outcome string    `json:"outcome"`
+	Summary string    `json:"summary"`
+	At      time.Time `json:"at"`
 }
 
 // RunStatus describes one run this daemon is supervising.

@@ -19,6 +19,7 @@ import (
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/internal/logsink"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/notify"
 	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/scheduler"
 	"github.com/qd-run/qd/supervisor"
@@ -58,6 +59,8 @@ type daemon struct {
 
 	mu         sync.Mutex
 	conf       *config.Config
+	last       map[string]api.LastOutcome // by agent; see runEnded
+	notifier   *notify.Sender
 	lanesDirty chan struct{} // see keepLanes
 	reloadErr  string
 	dbErr      string
@@ -87,7 +90,8 @@ func Run(ctx context.Context, o Options) error {
 		queue = p
 	}
 	d := &daemon{logger: logger, logOut: logOut, queue: queue, conf: conf, started: time.Now(),
-		instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1)}
+		instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1),
+		last: map[string]api.LastOutcome{}}
 	d.names, _ = queue.(nameRegistry)
 	if err := d.checkSchema(ctx); err != nil {
 		return err
@@ -103,7 +107,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	d.sup, err = supervisor.New(supervisor.Config{
 		Provider: queue, Logger: logger, StateDir: conf.StateDir,
-		Owner: conf.Name, Instance: d.instance, OnLoop: d.watchdog, OnDone: d.runDone,
+		Owner: conf.Name, Instance: d.instance, OnLoop: d.watchdog, OnDone: d.runDone, OnEnd: d.runEnded,
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
@@ -113,6 +117,8 @@ func Run(ctx context.Context, o Options) error {
 	} else if n > 0 {
 		logger.Warn("killed process groups left by a previous run", "groups", n)
 	}
+	d.notifier = notify.New(notify.Config{Recorder: queue, Logger: logger.Named("notify"),
+		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
 		Owner: conf.Name, Instance: d.instance,
@@ -188,6 +194,10 @@ func Run(ctx context.Context, o Options) error {
 	{ // housekeeping: release an earlier incarnation's runs, prune history
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.housekeeping(ctx); return nil }, func(error) { cancel() })
+	}
+	{ // notifications: sent from a queue of their own
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) { cancel() })
 	}
 	{ // the config's lane blocks, at start and after each reload
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -30,11 +30,21 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	h := d.sup.StateDirHealth()
 	s.StateDir = api.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs}
 	next := d.sched.NextTicks()
+	d.mu.Lock()
+	last := make(map[string]api.LastOutcome, len(d.last))
+	for k, v := range d.last {
+		last[k] = v
+	}
+	d.mu.Unlock()
 	for _, a := range conf.Agents {
-		s.Agents = append(s.Agents, api.AgentStatus{
+		as := api.AgentStatus{
 			Name: a.Name, Schedule: a.Schedule, NextTick: next[a.Name],
 			Running: d.sup.Running(a.Name), Parallel: a.Parallel, Lanes: append([]string{}, a.Lanes...),
-		})
+		}
+		if l, ok := last[a.Name]; ok {
+			as.Last = &l
+		}
+		s.Agents = append(s.Agents, as)
 	}
 	for _, r := range d.sup.Snapshot() {
 		s.Runs = append(s.Runs, runStatus(r, now))

@@ -290,6 +290,17 @@ type Provider interface {
 	// when it is already done or failed; ErrNotFound for an unknown id.
 	Cancel(ctx context.Context, taskID int64) (TaskState, error)
 
+	// ClaimNotification records that n is about to be sent, and reports
+	// whether this caller is the first to claim its run, event and target:
+	// false when someone (another daemon sharing the queue) already did,
+	// and then the caller must not send it. Returns the record's id.
+	ClaimNotification(ctx context.Context, n Notification) (id int64, first bool, err error)
+	// FinishNotification records how sending notification id went.
+	FinishNotification(ctx context.Context, id int64, status NotificationStatus, detail string) error
+	// Notifications lists the notifications about a task's runs, oldest
+	// first.
+	Notifications(ctx context.Context, taskID int64) ([]Notification, error)
+
 	// CancelRequested returns those of runIDs that are live and whose task
 	// has a cancel request: one cheap read, for a daemon that polls for
 	// cancels between heartbeats.
@@ -417,4 +428,29 @@ func ValidateSettlement(s Settlement) error {
 // SilenceSummary is the summary the reaper writes on an expired run.
 func SilenceSummary(silent time.Duration) string {
 	return fmt.Sprintf("lease expired: silent for %ds", int64(silent.Round(time.Second)/time.Second))
+}
+
+// NotificationStatus is how sending a notification went.
+type NotificationStatus string
+
+// The states of a notification.
+const (
+	NotificationSending NotificationStatus = "sending"
+	NotificationSent    NotificationStatus = "sent"
+	NotificationFailed  NotificationStatus = "failed"
+)
+
+// Notification is one telling of one event about a run to one target (a
+// command or a webhook).
+type Notification struct {
+	ID         int64
+	TaskID     int64
+	RunID      int64
+	Event      string // failed, timeout, stall, lease_lost
+	Target     string // the command line or the webhook URL
+	Status     NotificationStatus
+	Detail     string // what the command said or the webhook answered
+	SentBy     string // the daemon that sent it
+	CreatedAt  time.Time
+	FinishedAt time.Time // zero while sending
 }

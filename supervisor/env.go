@@ -45,3 +45,17 @@ func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string) []str
 	sort.Strings(env)
 	return env
 }
+
+// InheritedEnv is what any program qd starts may take of the daemon's
+// environment (os.Environ form): the allowlist children get. Notification
+// commands use it too.
+func InheritedEnv(parent []string) []string {
+	var out []string
+	for _, kv := range parent {
+		if k, _, ok := strings.Cut(kv, "="); ok && inherited(k) {
+			out = append(out, kv)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

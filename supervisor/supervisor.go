@@ -82,6 +82,10 @@ type Config struct {
 	// OnDone is called with the agent's name when a run has ended and been
 	// forgotten, so that the scheduler can fill the freed slot.
 	OnDone func(agent string)
+	// OnEnd is called with how a run ended, after OnDone: the daemon keeps
+	// each agent's last outcome and sends notifications from it. It must
+	// not block.
+	OnEnd func(End)
 }
 
 // RunStatus is a copy of one live run's state, for the status socket.

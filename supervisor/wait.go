@@ -167,6 +167,14 @@ func (s *Supervisor) finish(c *child, st lease.Settlement, settle bool) {
 	if s.cfg.OnDone != nil {
 		s.cfg.OnDone(c.spec.Agent)
 	}
+	if s.cfg.OnEnd != nil {
+		l := *c.l
+		l.Payload = nil
+		c.mu.Lock()
+		reason := c.reason.String()
+		c.mu.Unlock()
+		s.cfg.OnEnd(End{Lease: l, Settlement: st, Reason: reason, Settled: settle && err == nil, At: time.Now()})
+	}
 }
 
 // errGaveUp: the settlement could not reach the provider in time.

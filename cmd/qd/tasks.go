@@ -145,19 +145,54 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 	if err != nil {
 		return err
 	}
+	notes, err := prov.Notifications(ctx, id)
+	if err != nil {
+		return err
+	}
 	if env.wantJSON() {
 		out := struct {
-			Task taskJSON  `json:"task"`
-			Runs []runJSON `json:"runs"`
-		}{toTaskJSON(t), make([]runJSON, 0, len(runs))}
+			Task          taskJSON           `json:"task"`
+			Runs          []runJSON          `json:"runs"`
+			Notifications []notificationJSON `json:"notifications"`
+		}{toTaskJSON(t), make([]runJSON, 0, len(runs)), make([]notificationJSON, 0, len(notes))}
 		for _, r := range runs {
 			out.Runs = append(out.Runs, toRunJSON(r))
+		}
+		for _, n := range notes {
+			out.Notifications = append(out.Notifications, toNotificationJSON(n))
 		}
 		return writeJSON(env.Stdout, out)
 	}
 	writeTaskDetail(env, t)
 	fmt.Fprintln(env.Stdout)
-	return writeRunTable(env, runs)
+	if err := writeRunTable(env, runs); err != nil || len(notes) == 0 {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	now := time.Now()
+	tb := newTable(env.Stdout, "NOTIFIED", "RUN", "EVENT", "TARGET", "STATUS", "BY", "DETAIL")
+	for _, n := range notes {
+		tb.row(relative(n.CreatedAt, now), strconv.FormatInt(n.RunID, 10), n.Event, truncate(n.Target, 40),
+			string(n.Status), n.SentBy, truncate(n.Detail, 60))
+	}
+	return tb.flush()
+}
+
+// notificationJSON is the JSON form of a notification.
+type notificationJSON struct {
+	RunID      int64      `json:"run_id"`
+	Event      string     `json:"event"`
+	Target     string     `json:"target"`
+	Status     string     `json:"status"`
+	Detail     string     `json:"detail"`
+	SentBy     string     `json:"sent_by"`
+	CreatedAt  *time.Time `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+func toNotificationJSON(n lease.Notification) notificationJSON {
+	return notificationJSON{n.RunID, n.Event, n.Target, string(n.Status), n.Detail, n.SentBy,
+		timePtr(n.CreatedAt), timePtr(n.FinishedAt)}
 }
 
 func writeTaskDetail(env *Env, t lease.Task) {

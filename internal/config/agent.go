@@ -24,6 +24,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "lanes"}, {Name: "parallel"}, {Name: "lease"}, {Name: "heartbeat"},
 		{Name: "timeout"}, {Name: "stall_timeout"}, {Name: "kill_grace"},
 		{Name: "retry_backoff"}, {Name: "max_attempts"},
+		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 	},
 }
 
@@ -81,6 +82,11 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", a.MaxAttempts)
 	}
 	d.timing(attrs, ctx, &a)
+	base := d.dir
+	if a.Dir != "" {
+		base = a.Dir
+	}
+	d.notify(attrs, ctx, base, &a.Notify)
 	return a
 }
 

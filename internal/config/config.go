@@ -48,6 +48,7 @@ type Config struct {
 	Agents        []Agent       // sorted by name
 	Periodics     []Periodic    // sorted by name
 	Lanes         []Lane        // sorted by name
+	Notify        Notify        // the default of the agents' notifications
 	// Warnings are what is valid but likely a mistake; see warnings.
 	Warnings []Problem
 }
@@ -70,6 +71,7 @@ type Agent struct {
 	KillGrace    time.Duration // SIGTERM to SIGKILL
 	RetryBackoff time.Duration // base of the exponential backoff
 	MaxAttempts  int           // for tasks its periodics enqueue
+	Notify       Notify        // whom to tell when its tasks fail; the top level's by default
 	DeclRange    hcl.Range     // the block header, for later messages
 }
 

@@ -21,7 +21,7 @@ var rootSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "database"}, {Name: "name"}, {Name: "socket"}, {Name: "state_dir"},
 		{Name: "log_level"}, {Name: "log_format"}, {Name: "shutdown_grace"},
-		{Name: "retention"},
+		{Name: "retention"}, {Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "agent", LabelNames: []string{"name"}},
@@ -84,7 +84,11 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 		c.Path = filepath.Join(dir, filepath.Base(filename))
 	}
 	d.top(content.Attributes, c)
+	d.notify(content.Attributes, "", d.dir, &c.Notify)
 	c.Agents = d.agents(content.Blocks)
+	for i := range c.Agents {
+		c.Agents[i].Notify.inherit(c.Notify)
+	}
 	c.Periodics = d.periodics(content.Blocks, c)
 	c.Lanes = d.lanes(content.Blocks)
 	if err := ps.err(); err != nil {

@@ -57,6 +57,7 @@ var cases = []testCase{
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},
 	{"Cancel/Requested", testCancelRequested},
+	{"Notify/Once", testNotifyOnce},
 	{"Retry", testRetry},
 	{"AbandonOwner", testAbandonOwner},
 	{"Lanes/PauseAndLimit", testLanesPauseAndLimit},

@@ -25,6 +25,7 @@ type Provider struct {
 	periodic map[string]time.Time
 	lastTask int64
 	lastRun  int64
+	notes    []lease.Notification // by id - 1
 }
 
 // New returns an empty provider.

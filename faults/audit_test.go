@@ -1,9 +1,9 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -40,22 +40,12 @@ func (s *span) end() time.Time {
 
 func (r *rig) spans() []*span {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rows, err := r.pool.Query(ctx, r.expand(`SELECT task_id, run_id, lane, event, at FROM {s}.audit ORDER BY at`))
-	if err != nil {
-		r.t.Fatalf("read audit: %v", err)
-	}
-	defer rows.Close()
 	byRun := map[int64]*span{}
 	var out []*span
-	for rows.Next() {
-		var task, run int64
-		var lane, ev string
-		var at time.Time
-		if err := rows.Scan(&task, &run, &lane, &ev, &at); err != nil {
-			r.t.Fatal(err)
-		}
+	var task, run int64
+	var lane, ev string
+	var at time.Time
+	r.eachRow(`SELECT task_id, run_id, lane, event, at FROM {s}.audit ORDER BY at`, func() {
 		s := byRun[run]
 		if s == nil {
 			s = &span{task: task, run: run, lane: lane, start: at}
@@ -69,25 +59,16 @@ func (r *rig) spans() []*span {
 		case "spawn":
 			s.spawned = true
 		}
-	}
-	rows.Close()
-	settled, err := r.pool.Query(ctx, r.expand(`SELECT id, finished_at FROM {s}.runs
+	}, &task, &run, &lane, &ev, &at)
+	var id int64
+	var finished time.Time
+	r.eachRow(`SELECT id, finished_at FROM {s}.runs
 		WHERE finished_at IS NOT NULL AND coalesce(summary, '') NOT LIKE 'lease expired%'
-		  AND coalesce(summary, '') <> 'supervisor restarted'`))
-	if err != nil {
-		r.t.Fatalf("read settled runs: %v", err)
-	}
-	defer settled.Close()
-	for settled.Next() {
-		var id int64
-		var at time.Time
-		if err := settled.Scan(&id, &at); err != nil {
-			r.t.Fatal(err)
-		}
+		  AND coalesce(summary, '') <> 'supervisor restarted'`, func() {
 		if s := byRun[id]; s != nil {
-			s.settled = at
+			s.settled = finished
 		}
-	}
+	}, &id, &finished)
 	return out
 }
 
@@ -210,22 +191,10 @@ func (r *rig) verify(e expect) {
 }
 
 func (r *rig) laneLimits() map[string]int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rows, err := r.pool.Query(ctx, r.expand(`SELECT name, max_running FROM {s}.lanes`))
-	if err != nil {
-		r.t.Fatalf("read lanes: %v", err)
-	}
-	defer rows.Close()
 	m := map[string]int{}
-	for rows.Next() {
-		var name string
-		var n int
-		if err := rows.Scan(&name, &n); err != nil {
-			r.t.Fatal(err)
-		}
-		m[name] = n
-	}
+	var name string
+	var n int
+	r.eachRow(`SELECT name, max_running FROM {s}.lanes`, func() { m[name] = n }, &name, &n)
 	return m
 }
 
@@ -248,36 +217,19 @@ func (r *rig) staleApplied() int {
 func (r *rig) orphans() int {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if r.aliveAudited() == 0 {
+		live := r.liveAudited()
+		if len(live) == 0 {
 			return 0
 		}
 		if time.Now().After(deadline) {
-			n := r.killAudited()
-			if n > 0 {
-				r.t.Errorf("%d agent processes (or grandchildren) outlived their runs", n)
+			for _, pid := range live {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			return n
+			r.t.Errorf("%d agent processes (or grandchildren) outlived their runs", len(live))
+			return len(live)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func (r *rig) aliveAudited() int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rows, err := r.pool.Query(ctx, r.expand(`SELECT DISTINCT pid FROM {s}.audit WHERE event IN ('start', 'spawn')`))
-	if err != nil {
-		r.t.Fatalf("read audit pids: %v", err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var pid int
-		if rows.Scan(&pid) == nil && isFakeAgent(pid) {
-			n++
-		}
-	}
-	return n
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +71,24 @@ func (r *rig) scalar(dst any, sql string, args ...any) {
 
 // expand replaces {s} with the schema.
 func (r *rig) expand(sql string) string { return strings.ReplaceAll(sql, "{s}", r.schema) }
+
+// eachRow runs a query and calls each after scanning every row into dst.
+func (r *rig) eachRow(sql string, each func(), dst ...any) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := r.pool.Query(ctx, r.expand(sql))
+	if err != nil {
+		r.t.Fatalf("query %.60s: %v", sql, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(dst...); err != nil {
+			r.t.Fatalf("scan %.60s: %v", sql, err)
+		}
+		each()
+	}
+}
 
 // viaURL returns qd's URL with its host replaced by addr (a proxy).
 func (r *rig) viaURL(addr string) string {
@@ -165,22 +182,10 @@ func (r *rig) enqueue(lane, agent, payload string, maxAttempts int) int64 {
 // taskStates maps every task to its state.
 func (r *rig) taskStates() map[int64]string {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rows, err := r.pool.Query(ctx, r.expand(`SELECT id, state FROM {s}.tasks`))
-	if err != nil {
-		r.t.Fatalf("read tasks: %v", err)
-	}
-	defer rows.Close()
 	m := map[int64]string{}
-	for rows.Next() {
-		var id int64
-		var st string
-		if err := rows.Scan(&id, &st); err != nil {
-			r.t.Fatal(err)
-		}
-		m[id] = st
-	}
+	var id int64
+	var st string
+	r.eachRow(`SELECT id, state FROM {s}.tasks`, func() { m[id] = st }, &id, &st)
 	return m
 }
 
@@ -262,29 +267,18 @@ func (r *rig) waitRecovery(owner string, since time.Time, timeout time.Duration)
 	return d
 }
 
-// killAudited kills whatever fakeagent process the audit recorded that is
-// still alive, and returns how many there were: each is an orphan.
-func (r *rig) killAudited() int {
+// liveAudited lists the fakeagent processes the audit recorded that are
+// still alive.
+func (r *rig) liveAudited() []int {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rows, err := r.pool.Query(ctx, r.expand(`SELECT DISTINCT pid FROM {s}.audit WHERE event IN ('start', 'spawn')`))
-	if err != nil {
-		r.t.Fatalf("read audit pids: %v", err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
-			r.t.Fatal(err)
-		}
+	var live []int
+	var pid int
+	r.eachRow(`SELECT DISTINCT pid FROM {s}.audit WHERE event IN ('start', 'spawn')`, func() {
 		if isFakeAgent(pid) {
-			n++
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			live = append(live, pid)
 		}
-	}
-	return n
+	}, &pid)
+	return live
 }
 
 // isFakeAgent reports whether pid is a live fakeagent process.

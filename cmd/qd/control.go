@@ -31,11 +31,7 @@ var retryCommand = &command{
 }
 
 func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-	id, err := oneID("task", args)
-	if err != nil {
-		return err
-	}
-	prov, err := env.Provider(ctx)
+	id, prov, err := env.idAndProvider(ctx, "task", args)
 	if err != nil {
 		return err
 	}
@@ -71,11 +67,7 @@ func stopRunning(ctx context.Context, env *Env, id int64) string {
 }
 
 func runRetry(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-	id, err := oneID("task", args)
-	if err != nil {
-		return err
-	}
-	prov, err := env.Provider(ctx)
+	id, prov, err := env.idAndProvider(ctx, "task", args)
 	if err != nil {
 		return err
 	}

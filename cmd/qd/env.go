@@ -49,6 +49,17 @@ func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
 	return p, nil
 }
 
+// idAndProvider parses the one task or run id in args, as oneID does, and
+// opens the queue.
+func (e *Env) idAndProvider(ctx context.Context, what string, args []string) (int64, lease.Provider, error) {
+	id, err := oneID(what, args)
+	if err != nil {
+		return 0, nil, err
+	}
+	prov, err := e.Provider(ctx)
+	return id, prov, err
+}
+
 // Close releases the provider, if one was opened.
 func (e *Env) Close() {
 	if e.provider != nil {

@@ -33,11 +33,7 @@ const pollEvery = 500 * time.Millisecond
 func setupLogs(fs *flag.FlagSet) runFunc {
 	follow := fs.Bool("follow", false, "keep printing until the run ends")
 	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-		id, err := oneID("run", args)
-		if err != nil {
-			return err
-		}
-		prov, err := env.Provider(ctx)
+		id, prov, err := env.idAndProvider(ctx, "run", args)
 		if err != nil {
 			return err
 		}

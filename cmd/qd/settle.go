@@ -105,17 +105,13 @@ func settleSetup(outcome lease.RunState, retry bool) func(fs *flag.FlagSet) runF
 			retryIn = durationFlag(fs, "retry-in", 0, "queue the next attempt after `DURATION` (default: exponential backoff)")
 		}
 		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-			id, err := oneID("run", args)
+			id, prov, err := env.idAndProvider(ctx, "run", args)
 			if err != nil {
 				return err
 			}
 			s := lease.Settlement{RunID: id, Outcome: outcome, Summary: *summary}
 			if retryIn != nil {
 				s.RetryIn = *retryIn
-			}
-			prov, err := env.Provider(ctx)
-			if err != nil {
-				return err
 			}
 			if err := settleOne(ctx, prov, s); err != nil {
 				return leaseLost(ctx, prov, verbOf(outcome), id, err)

@@ -129,11 +129,7 @@ func nextRun(t lease.Task, now time.Time) string {
 }
 
 func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
-	id, err := oneID("task", args)
-	if err != nil {
-		return err
-	}
-	prov, err := env.Provider(ctx)
+	id, prov, err := env.idAndProvider(ctx, "task", args)
 	if err != nil {
 		return err
 	}

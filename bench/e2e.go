@@ -83,15 +83,12 @@ func quoteList(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-// throughputResult is what the daemon did with a backlog.
+// throughputResult is what the daemon did with a backlog, and its cost.
 type throughputResult struct {
-	Tasks    int
-	Rate     float64       // tasks/s over the middle 80% of the finish times
-	Wall     time.Duration // from the enqueue to the last task done
-	Daemon   time.Duration // the daemon's own CPU
-	Children time.Duration // its children's CPU
-	Postgres time.Duration // the CPU of the backends serving the daemon
-	Xacts    int64         // transactions of the daemon
+	Tasks int
+	Rate  float64       // tasks/s over the middle 80% of the finish times
+	Wall  time.Duration // from the enqueue to the last task done
+	cost
 }
 
 // ownQueries counts the statements the bench itself sent to a bench
@@ -105,16 +102,7 @@ type ownQueries struct{ n int64 }
 func (b *runner) throughput(ctx context.Context, db *database, d *daemonProc, lanes []string, n int) (throughputResult, error) {
 	res := throughputResult{Tasks: n}
 	var own ownQueries
-	pids0, err := db.backends(ctx, daemonApp)
-	if err != nil {
-		return res, err
-	}
-	pg0 := cpuOf(pids0)
-	cpu0, err := readProcCPU(d.pid())
-	if err != nil {
-		return res, err
-	}
-	x0, err := db.transactions(ctx)
+	m0, err := readMeter(ctx, db, d, 0)
 	if err != nil {
 		return res, err
 	}
@@ -133,25 +121,12 @@ func (b *runner) throughput(ctx context.Context, db *database, d *daemonProc, la
 		return res, err
 	}
 	res.Wall = time.Since(start)
-	cpu1, err := readProcCPU(d.pid())
+	m1, err := readMeter(ctx, db, d, 1500*time.Millisecond)
 	if err != nil {
 		return res, err
 	}
-	res.Daemon, res.Children = cpu1.Self-cpu0.Self, cpu1.Children-cpu0.Children
-	pids1, err := db.backends(ctx, daemonApp)
-	if err != nil {
-		return res, err
-	}
-	res.Postgres = cpuDelta(pg0, cpuOf(pids1))
-	// Backends publish their counts at most once a second.
-	if err := sleepCtx(ctx, 1500*time.Millisecond); err != nil {
-		return res, err
-	}
-	x1, err := db.transactions(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Xacts = x1 - x0 - own.n
+	res.cost = m1.since(m0)
+	res.Xacts -= own.n
 	rows, err := db.queue.Pool().Query(ctx, db.sql(`SELECT finished_at FROM {s}.tasks WHERE state = 'done' ORDER BY finished_at`))
 	if err != nil {
 		return res, fmt.Errorf("read finish times: %w", err)

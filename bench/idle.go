@@ -20,10 +20,8 @@ const (
 // idleResult is what an idle daemon cost.
 type idleResult struct {
 	Wall      time.Duration
-	Xacts     int64
-	Daemon    time.Duration // the daemon's CPU
-	Postgres  time.Duration // its backends' CPU
 	RSS, Peak int64
+	cost
 }
 
 // idle measures a daemon with 50 agents ticking every second on an empty
@@ -89,16 +87,7 @@ func (b *runner) idleCost(ctx context.Context, db *database, d *daemonProc) (idl
 	if err := sleepCtx(ctx, time.Until(at)); err != nil {
 		return res, err
 	}
-	pids0, err := db.backends(ctx, daemonApp)
-	if err != nil {
-		return res, err
-	}
-	pg0 := cpuOf(pids0)
-	cpu0, err := readProcCPU(d.pid())
-	if err != nil {
-		return res, err
-	}
-	x0, err := db.transactions(ctx)
+	m0, err := readMeter(ctx, db, d, 0)
 	if err != nil {
 		return res, err
 	}
@@ -106,22 +95,12 @@ func (b *runner) idleCost(ctx context.Context, db *database, d *daemonProc) (idl
 	if err := sleepCtx(ctx, time.Until(at.Add(b.sc.Idle))); err != nil {
 		return res, err
 	}
-	x1, err := db.transactions(ctx)
+	m1, err := readMeter(ctx, db, d, 0)
 	if err != nil {
 		return res, err
 	}
-	cpu1, err := readProcCPU(d.pid())
-	if err != nil {
-		return res, err
-	}
-	pids1, err := db.backends(ctx, daemonApp)
-	if err != nil {
-		return res, err
-	}
-	res.Postgres = cpuDelta(pg0, cpuOf(pids1))
 	res.Wall = time.Since(start)
-	res.Xacts = x1 - x0
-	res.Daemon = cpu1.Self - cpu0.Self
+	res.cost = m1.since(m0)
 	if res.RSS, res.Peak, err = readRSS(d.pid()); err != nil {
 		return res, err
 	}

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// meterReading is one reading of what a daemon costs: its CPU, the CPU of
+// each PostgreSQL backend serving it, and the transactions of its database.
+type meterReading struct {
+	daemon   procCPU
+	backends map[int]time.Duration
+	xacts    int64
+}
+
+// readMeter reads the CPU of the daemon's backends and of the daemon, then,
+// after wait, the database's transactions; a reading after work waits for
+// the backends to publish their counts (at most once a second).
+func readMeter(ctx context.Context, db *database, d *daemonProc, wait time.Duration) (meterReading, error) {
+	var m meterReading
+	pids, err := db.backends(ctx, daemonApp)
+	if err != nil {
+		return m, err
+	}
+	m.backends = cpuOf(pids)
+	if m.daemon, err = readProcCPU(d.pid()); err != nil {
+		return m, err
+	}
+	if err := sleepCtx(ctx, wait); err != nil {
+		return m, err
+	}
+	m.xacts, err = db.transactions(ctx)
+	return m, err
+}
+
+// cost is what a daemon used between two meter readings.
+type cost struct {
+	Daemon   time.Duration // the daemon's own CPU
+	Children time.Duration // its children's CPU
+	Postgres time.Duration // the CPU of the backends serving the daemon
+	Xacts    int64         // transactions of the daemon's database
+}
+
+// since is the cost from the reading m0 to m.
+func (m meterReading) since(m0 meterReading) cost {
+	return cost{
+		Daemon:   m.daemon.Self - m0.daemon.Self,
+		Children: m.daemon.Children - m0.daemon.Children,
+		Postgres: cpuDelta(m0.backends, m.backends),
+		Xacts:    m.xacts - m0.xacts,
+	}
+}

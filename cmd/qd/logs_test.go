@@ -11,42 +11,89 @@ import (
 	"github.com/qd-run/qd/internal/testkit"
 )
 
+// Ensure qd logs --follow prints what the daemon appends to the run's log
+// file and returns once the run has ended.
+func TestLogs_Follow(t *testing.T) {
+	dir, env := MustClaimedRun(t)
+	logPath := MustRunLog(t, dir, "first\n")
+	f := startFollow(t, env)
+	time.Sleep(700 * time.Millisecond)
+	MustAppend(t, logPath, "second\n")
+	if got, want := f.mustEnd(t, env), "first\nsecond\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
 // Ensure qd logs --follow of a running run that has written nothing yet
 // (the daemon creates the log file with the first output) waits for the
 // file, then follows it until the run ends.
 func TestLogs_FollowFileAppearsLate(t *testing.T) {
 	dir, env := MustClaimedRun(t)
-	cmd := exec.Command("qd", "logs", "1", "--follow")
-	cmd.Env = append(os.Environ(), env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Start(); err != nil {
+	f := startFollow(t, env)
+	time.Sleep(700 * time.Millisecond)
+	logPath := MustRunLog(t, dir, "first\n")
+	time.Sleep(1200 * time.Millisecond)
+	MustAppend(t, logPath, "second\n")
+	if got, want := f.mustEnd(t, env), "first\nsecond\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if !strings.Contains(f.stderr.String(), "log file "+logPath) {
+		t.Errorf("stderr %q does not say the log file is shown", f.stderr.String())
+	}
+}
+
+// follow is `qd logs 1 --follow` running.
+type follow struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+}
+
+func startFollow(t *testing.T, env []string) *follow {
+	t.Helper()
+	f := &follow{cmd: exec.Command("qd", "logs", "1", "--follow")}
+	f.cmd.Env = append(os.Environ(), env...)
+	f.cmd.Stdout, f.cmd.Stderr = &f.stdout, &f.stderr
+	if err := f.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	return f
+}
+
+// mustEnd completes run 1 and returns what qd logs printed once it has
+// exited.
+func (f *follow) mustEnd(t *testing.T, env []string) string {
+	t.Helper()
+	MustQD(t, env, "complete", "1")
+	if err := f.cmd.Wait(); err != nil {
+		t.Fatalf("qd logs --follow: %v\n%s", err, f.stderr.String())
+	}
+	return f.stdout.String()
+}
+
+// MustRunLog writes run 1's log file in the state directory under dir and
+// returns its path.
+func MustRunLog(t *testing.T, dir, text string) string {
+	t.Helper()
 	if err := os.MkdirAll(dir+"/state/runs", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logPath := dir + "/state/runs/1.log"
-	if err := os.WriteFile(logPath, []byte("first\n"), 0o644); err != nil {
+	path := dir + "/state/runs/1.log"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond)
-	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
+	return path
+}
+
+// MustAppend appends text to the file at path.
+func MustAppend(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString("second\n")
-	f.Close()
-	MustQD(t, env, "complete", "1")
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("qd logs --follow: %v\n%s", err, errOut.String())
-	}
-	if got, want := out.String(), "first\nsecond\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if !strings.Contains(errOut.String(), "log file "+logPath) {
-		t.Errorf("stderr %q does not say the log file is shown", errOut.String())
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -92,13 +92,8 @@ func TestClaim_ProcessesRaceLaneLimits(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					out, code := qdProc(t, env, "claim", "--lane", "one", "--lane", "three")
-					if code == ExitNoWork {
-						return
-					}
-					var c claimOutput
-					if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
-						t.Errorf("claim: exit %d, output %q", code, out)
+					c, ok := claimOnce(t, env, "--lane", "one", "--lane", "three")
+					if !ok {
 						return
 					}
 					mu.Lock()
@@ -149,13 +144,8 @@ func raceClaims(t *testing.T, env []string, n int, lane string) []claimOutput {
 		go func() {
 			defer wg.Done()
 			<-start
-			out, code := qdProc(t, env, "claim", "--lane", lane)
-			if code == ExitNoWork {
-				return
-			}
-			var c claimOutput
-			if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
-				t.Errorf("claim: exit %d, output %q", code, out)
+			c, ok := claimOnce(t, env, "--lane", lane)
+			if !ok {
 				return
 			}
 			mu.Lock()
@@ -166,6 +156,21 @@ func raceClaims(t *testing.T, env []string, n int, lane string) []claimOutput {
 	close(start)
 	wg.Wait()
 	return wins
+}
+
+// claimOnce runs qd claim with args and returns the lease; ok is false when
+// there was no work, or when the claim failed, which it reports.
+func claimOnce(t *testing.T, env []string, args ...string) (c claimOutput, ok bool) {
+	t.Helper()
+	out, code := qdProc(t, env, append([]string{"claim"}, args...)...)
+	if code == ExitNoWork {
+		return c, false
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
+		t.Errorf("claim: exit %d, output %q", code, out)
+		return c, false
+	}
+	return c, true
 }
 
 // sampleLive reads the live runs per lane from the database until ctx ends
@@ -204,38 +209,4 @@ func sampleLive(ctx context.Context, base, schema string, limits map[string]int)
 		return errors.New("sampler took no samples")
 	}
 	return nil
-}
-
-// Ensure qd logs --follow prints what the daemon appends to the run's log
-// file and returns once the run has ended.
-func TestLogs_Follow(t *testing.T) {
-	dir, env := MustClaimedRun(t)
-	if err := os.MkdirAll(dir+"/state/runs", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	logPath := dir + "/state/runs/1.log"
-	if err := os.WriteFile(logPath, []byte("first\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("qd", "logs", "1", "--follow")
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(700 * time.Millisecond)
-	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("second\n")
-	f.Close()
-	MustQD(t, env, "complete", "1")
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("qd logs --follow: %v", err)
-	}
-	if got, want := out.String(), "first\nsecond\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
 }

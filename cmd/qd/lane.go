@@ -110,15 +110,11 @@ func writeLanes(env *Env, lanes []lease.Lane) error {
 	now := time.Now()
 	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED", "SET BY")
 	for _, l := range lanes {
-		paused := "no"
-		if l.Paused {
-			paused = "yes"
-		}
 		setBy := l.SetBy
 		if setBy == "" {
 			setBy = "defaults"
 		}
-		t.row(l.Name, strconv.Itoa(l.MaxRunning), paused, strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relative(l.OldestQueued, now), setBy)
+		t.row(l.Name, strconv.Itoa(l.MaxRunning), yesNo(l.Paused), strconv.Itoa(l.Running), strconv.Itoa(l.Queued), relative(l.OldestQueued, now), setBy)
 	}
 	return t.flush()
 }

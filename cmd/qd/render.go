@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -54,24 +55,18 @@ func renderHeader(w io.Writer, s *api.Snapshot) {
 }
 
 func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
-	fmt.Fprintf(w, "\nAGENTS\n")
-	if len(agents) == 0 {
-		fmt.Fprintf(w, "(none)\n")
+	if !section(w, "AGENTS", len(agents), "NAME", "SCHEDULE", "NEXT TICK", "RUNNING") {
 		return
 	}
-	fmt.Fprintf(w, "NAME\tSCHEDULE\tNEXT TICK\tRUNNING\n")
 	for _, a := range agents {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n", a.Name, a.Schedule, relative(a.NextTick, now), a.Running, a.Parallel)
 	}
 }
 
 func renderRuns(w io.Writer, runs []api.RunStatus) {
-	fmt.Fprintf(w, "\nRUNS IN FLIGHT\n")
-	if len(runs) == 0 {
-		fmt.Fprintf(w, "(none)\n")
+	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
 		return
 	}
-	fmt.Fprintf(w, "RUN\tTASK\tLANE\tAGENT\tATTEMPT\tPID\tAGE\tSILENT\tOUTPUT QUIET\tLEASE LEFT\n")
 	for _, r := range runs {
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
 			r.RunID, r.TaskID, r.Lane, r.Agent, r.Attempt, pid(r.PID),
@@ -80,12 +75,9 @@ func renderRuns(w io.Writer, runs []api.RunStatus) {
 }
 
 func renderLanes(w io.Writer, lanes []api.LaneStatus) {
-	fmt.Fprintf(w, "\nLANES\n")
-	if len(lanes) == 0 {
-		fmt.Fprintf(w, "(none)\n")
+	if !section(w, "LANES", len(lanes), "NAME", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST") {
 		return
 	}
-	fmt.Fprintf(w, "NAME\tLIMIT\tPAUSED\tRUNNING\tQUEUED\tOLDEST\n")
 	for _, l := range lanes {
 		oldest := "-"
 		if l.Queued > 0 {
@@ -93,6 +85,18 @@ func renderLanes(w io.Writer, lanes []api.LaneStatus) {
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", l.Name, l.MaxRunning, yesNo(l.Paused), l.Running, l.Queued, oldest)
 	}
+}
+
+// section writes a table's title after a blank line, then "(none)" when it
+// has no rows, else its header; it reports whether rows follow.
+func section(w io.Writer, title string, rows int, columns ...string) bool {
+	fmt.Fprintf(w, "\n%s\n", title)
+	if rows == 0 {
+		fmt.Fprintf(w, "(none)\n")
+		return false
+	}
+	fmt.Fprintln(w, strings.Join(columns, "\t"))
+	return true
 }
 
 func pid(p int) string {

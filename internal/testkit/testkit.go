@@ -191,31 +191,30 @@ func QD(tb testing.TB, bin, dbURL string, args ...string) (string, string, int) 
 // QDStdin is QD with stdin.
 func QDStdin(tb testing.TB, bin, dbURL, stdin string, args ...string) (string, string, int) {
 	tb.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			tb.Fatalf("run qd %v: %v", args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return out.String(), errb.String(), code
+	return runQD(tb, 0, bin, dbURL, stdin, args)
 }
 
 // QDWithin is QD with a deadline: qd is killed when it has not exited
 // within timeout, and the test fails.
 func QDWithin(tb testing.TB, timeout time.Duration, bin, dbURL string, args ...string) (string, string, int) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	return runQD(tb, timeout, bin, dbURL, "", args)
+}
+
+// runQD runs the qd binary with args, stdin, the database URL in its
+// environment and no config file, killing it after timeout unless that is
+// zero, and returns its stdout, stderr and exit code.
+func runQD(tb testing.TB, timeout time.Duration, bin, dbURL, stdin string, args []string) (string, string, int) {
+	tb.Helper()
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(Environ(), "QD_DATABASE_URL="+dbURL, "QD_CONFIG=/nonexistent/qd.hcl")
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

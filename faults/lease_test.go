@@ -132,14 +132,7 @@ func TestLease_UnreachableSelfFences(t *testing.T) {
 func TestLease_PausedDaemon(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	id := r.enqueue("pause", "w", `{"mode":"sleep","ms_by_attempt":[60000,1000]}`, 3)
-	body := r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"})
-	a := r.daemon("pause-a", body, testkit.DaemonOptions{})
-	runA, pidA := r.waitEvent("start", id, 20*time.Second)
-	r.daemon("pause-b", body, testkit.DaemonOptions{})
-	a.Signal(syscall.SIGSTOP)
-	fig.fault("sigstop", 1)
-	r.waitStates("done", nil, 30*time.Second) // B reaped A's run and finished the task
+	a, runA, pidA := r.pauseDuringRun("pause", 60000)
 	time.Sleep(2 * time.Second)
 	contAt := r.dbNow()
 	a.Signal(syscall.SIGCONT)
@@ -160,10 +153,8 @@ func TestLease_PausedDaemon(t *testing.T) {
 	if longest > reported+tickSlack {
 		t.Errorf("measured overlap %s is longer than the %s the daemon reported", longest, reported)
 	}
-	var stateA string
-	r.scalar(&stateA, `SELECT state FROM {s}.runs WHERE id = $1`, runA)
-	if stateA != "abandoned" {
-		t.Errorf("paused daemon's run %d is %s, want abandoned", runA, stateA)
+	if st := r.runState(runA); st != "abandoned" {
+		t.Errorf("paused daemon's run %d is %s, want abandoned", runA, st)
 	}
 }
 
@@ -173,14 +164,7 @@ func TestLease_PausedDaemon(t *testing.T) {
 func TestLease_PausedDaemonLateCompletion(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	id := r.enqueue("pause2", "w", `{"mode":"sleep","ms_by_attempt":[5000,1000]}`, 3)
-	body := r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"})
-	a := r.daemon("late-a", body, testkit.DaemonOptions{})
-	runA, pidA := r.waitEvent("start", id, 20*time.Second)
-	r.daemon("late-b", body, testkit.DaemonOptions{})
-	a.Signal(syscall.SIGSTOP)
-	fig.fault("sigstop", 1)
-	r.waitStates("done", nil, 30*time.Second)
+	a, runA, _ := r.pauseDuringRun("late", 5000)
 	testkit.Eventually(t, 10*time.Second, "A's child to finish during the pause", func() bool {
 		var n int
 		r.scalar(&n, `SELECT count(*) FROM {s}.audit WHERE run_id = $1 AND event = 'end'`, runA)
@@ -189,11 +173,25 @@ func TestLease_PausedDaemonLateCompletion(t *testing.T) {
 	a.Signal(syscall.SIGCONT)
 	a.WaitLog(t, "lease lost", 10*time.Second)
 	fig.add(func(f *figures) { f.staleRejected += leaseLostLines(a) })
-	var stateA string
-	r.scalar(&stateA, `SELECT state FROM {s}.runs WHERE id = $1`, runA)
-	if stateA != "abandoned" {
-		t.Errorf("late run %d is %s after its completion arrived, want abandoned (the completion must be refused)", runA, stateA)
+	if st := r.runState(runA); st != "abandoned" {
+		t.Errorf("late run %d is %s after its completion arrived, want abandoned (the completion must be refused)", runA, st)
 	}
-	_ = pidA
 	r.verify(expect{pause: true})
+}
+
+// pauseDuringRun enqueues a task on lane whose first attempt sleeps firstMS
+// and its second one second, lets daemon <lane>-a start it, starts
+// <lane>-b, and stops a with SIGSTOP until b has reaped a's run and
+// finished the task. It returns a, the first run and its pid.
+func (r *rig) pauseDuringRun(lane string, firstMS int) (*testkit.Daemon, int64, int) {
+	r.t.Helper()
+	id := r.enqueue(lane, "w", fmt.Sprintf(`{"mode":"sleep","ms_by_attempt":[%d,1000]}`, firstMS), 3)
+	body := r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"})
+	a := r.daemon(lane+"-a", body, testkit.DaemonOptions{})
+	run, pid := r.waitEvent("start", id, 20*time.Second)
+	r.daemon(lane+"-b", body, testkit.DaemonOptions{})
+	a.Signal(syscall.SIGSTOP)
+	fig.fault("sigstop", 1)
+	r.waitStates("done", nil, 30*time.Second)
+	return a, run, pid
 }

@@ -66,9 +66,7 @@ func TestNames_TakeOverFromDeadDaemon(t *testing.T) {
 	fig.fault("sigkill-daemon", 1)
 	b := r.daemon("gone", r.agentHCL(agentConf{name: "other"}), testkit.DaemonOptions{})
 	time.Sleep(2 * time.Second)
-	var state string
-	r.scalar(&state, `SELECT state FROM {s}.runs WHERE id = $1`, run1)
-	if state != "running" {
+	if state := r.runState(run1); state != "running" {
 		t.Errorf("run %d of the killed daemon is %s after another daemon took its name, want running until its lease ends", run1, state)
 	}
 	b.Signal(syscall.SIGTERM)

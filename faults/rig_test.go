@@ -189,6 +189,14 @@ func (r *rig) taskStates() map[int64]string {
 	return m
 }
 
+// runState is the state of run id.
+func (r *rig) runState(id int64) string {
+	r.t.Helper()
+	var st string
+	r.scalar(&st, `SELECT state FROM {s}.runs WHERE id = $1`, id)
+	return st
+}
+
 // waitStates waits until every task is in its wanted state (want[id], else
 // def) and returns how many are not when timeout passes.
 func (r *rig) waitStates(def string, want map[int64]string, timeout time.Duration) int {

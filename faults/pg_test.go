@@ -107,12 +107,7 @@ func TestPG_ClaimCommitReplyLost(t *testing.T) {
 	id := r.enqueue("cc", "w", `{"mode":"sleep","ms":200,"marker":"`+marker+`"}`, 3)
 	cut := px.LoseCommitAfter(marker)
 	d := r.daemon("claimcut", r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
-	select {
-	case <-cut:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the claim's COMMIT reply was never seen\n%s", d.Log())
-	}
-	fig.fault("lost-commit", 1)
+	waitLostCommit(t, cut, d, "the claim's")
 	d.WaitLog(t, "claim failed", 10*time.Second)
 	r.verify(expect{})
 	var phantom, phantomEvents int
@@ -141,12 +136,7 @@ func TestPG_CompletionCommitReplyLost(t *testing.T) {
 	d := r.daemon("settlecut", r.agentHCL(agentConf{name: "w", lease: "20s", heartbeat: "5s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
 	run, _ := r.waitEvent("start", id, 20*time.Second)
 	cut := px.LoseCommitAfter(string(settleRow(run)))
-	select {
-	case <-cut:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the completion's COMMIT reply was never seen\n%s", d.Log())
-	}
-	fig.fault("lost-commit", 1)
+	waitLostCommit(t, cut, d, "the completion's")
 	d.WaitLog(t, "settle runs", 10*time.Second)
 	r.verify(expect{})
 	var runs int
@@ -155,6 +145,18 @@ func TestPG_CompletionCommitReplyLost(t *testing.T) {
 		t.Errorf("task %d: %d runs after a lost completion reply, want 1", id, runs)
 	}
 	d.WaitLog(t, "run settled", 5*time.Second)
+}
+
+// waitLostCommit waits until the proxy has lost whose COMMIT reply ("the
+// claim's") on cut, and counts the fault.
+func waitLostCommit(t *testing.T, cut <-chan struct{}, d *testkit.Daemon, whose string) {
+	t.Helper()
+	select {
+	case <-cut:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s COMMIT reply was never seen\n%s", whose, d.Log())
+	}
+	fig.fault("lost-commit", 1)
 }
 
 // settleRow is the start of the data row settle() answers for run: its id

@@ -19,11 +19,7 @@ func TestReadme_QuickStart(t *testing.T) {
 	t.Parallel()
 	qd := testkit.MustBuild(t)
 	db, _ := testkit.MustSchema(t)
-	work, err := os.MkdirTemp("", "qd-qs-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
+	work := testkit.MustShortDir(t, "qd-qs-")
 	cmd := exec.Command(filepath.Join(testkit.Root(), "scripts", "quickstart.sh"))
 	cmd.Env = append(os.Environ(), "QD="+qd, "QD_DATABASE_URL="+db, "QD_QUICKSTART_DIR="+work)
 	out, err := cmd.CombinedOutput()

@@ -61,11 +61,7 @@ func fillDisk(t *testing.T, dir string) []string {
 func TestDisk_FullStateDir(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	dir, err := os.MkdirTemp("", "qd-disk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testkit.MustShortDir(t, "qd-disk-")
 	state := filepath.Join(dir, "state")
 	mustSmallDisk(t, state, 4<<20)
 	d := r.daemon("disk", r.agentHCL(agentConf{name: "w", lanes: []string{"disk"}}), testkit.DaemonOptions{Dir: dir})

@@ -93,11 +93,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 func TestSocket_ModeDuringBind(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	dir, err := os.MkdirTemp("", "qd-sock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testkit.MustShortDir(t, "qd-sock-")
 	sock := filepath.Join(dir, "run", "qd.sock")
 	conf := filepath.Join(dir, "qd.hcl")
 	text := fmt.Sprintf("name = \"umask\"\nsocket = %q\nstate_dir = %q\n", sock, filepath.Join(dir, "state"))

@@ -55,13 +55,7 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 	tb.Helper()
 	dir := opt.Dir
 	if dir == "" {
-		var err error
-		// Short paths: a unix socket path must fit in 104 bytes.
-		dir, err = os.MkdirTemp("", "qd-e2e-")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { os.RemoveAll(dir) })
+		dir = MustShortDir(tb, "qd-e2e-")
 	}
 	d := &Daemon{
 		Name: name, Dir: dir,

@@ -119,6 +119,19 @@ func MustPool(tb testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// MustShortDir makes a directory named after prefix under the system's
+// temporary directory and removes it when the test ends. Its paths are
+// short, unlike t.TempDir's: a unix socket path must fit in 104 bytes.
+func MustShortDir(tb testing.TB, prefix string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 var (
 	buildOnce sync.Once
 	buildPath string

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,25 +27,13 @@ func TestFlood_OutputBoundedMemory(t *testing.T) {
 	d := r.daemon("flood", r.agentHCL(agentConf{name: "w", parallel: 2, lease: "30s", heartbeat: "5s"}), testkit.DaemonOptions{})
 	fig.fault("output-flood", 2)
 	var peak atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			if kb := vmRSS(d.PID()); kb > peak.Load() {
-				peak.Store(kb)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
+	stop := poll(20*time.Millisecond, func() {
+		if kb := vmRSS(d.PID()); kb > peak.Load() {
+			peak.Store(kb)
 		}
-	}()
+	})
 	r.waitStates("done", nil, 3*time.Minute)
-	close(stop)
-	wg.Wait()
+	stop()
 	fig.add(func(f *figures) { f.maxRSS = max(f.maxRSS, peak.Load()) })
 	t.Logf("daemon peak RSS during the flood: %d MiB", peak.Load()>>10)
 	if peak.Load() > rssLimit {

@@ -54,6 +54,30 @@ func rng(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, h))
 }
 
+// poll calls sample over and over in a goroutine of its own, waiting every
+// between calls (not at all when zero), until stop is called; stop returns
+// once the last call has.
+func poll(every time.Duration, sample func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			sample()
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 var (
 	agentOnce sync.Once
 	agentPath string

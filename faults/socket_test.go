@@ -102,31 +102,20 @@ func TestSocket_ModeDuringBind(t *testing.T) {
 	}
 	var widest atomic.Uint32
 	var seen atomic.Bool
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if fi, err := os.Lstat(sock); err == nil {
-				seen.Store(true)
-				widest.Store(widest.Load() | uint32(fi.Mode().Perm()&0o077))
-			}
-			ents, _ := os.ReadDir(filepath.Dir(sock))
-			for _, e := range ents {
-				if e.IsDir() {
-					if fi, err := e.Info(); err == nil {
-						widest.Store(widest.Load() | uint32(fi.Mode().Perm()&0o077))
-					}
+	stop := poll(0, func() {
+		if fi, err := os.Lstat(sock); err == nil {
+			seen.Store(true)
+			widest.Store(widest.Load() | uint32(fi.Mode().Perm()&0o077))
+		}
+		ents, _ := os.ReadDir(filepath.Dir(sock))
+		for _, e := range ents {
+			if e.IsDir() {
+				if fi, err := e.Info(); err == nil {
+					widest.Store(widest.Load() | uint32(fi.Mode().Perm()&0o077))
 				}
 			}
 		}
-	}()
+	})
 	cmd := exec.Command("sh", "-c", `umask 000 && exec "$0" run --config "$1"`, r.qd, conf)
 	cmd.Env = append(os.Environ(), "QD_DATABASE_URL="+r.url)
 	if err := cmd.Start(); err != nil {
@@ -139,8 +128,7 @@ func TestSocket_ModeDuringBind(t *testing.T) {
 		_, err := api.Client{Path: sock}.Status(ctx)
 		return err == nil
 	})
-	close(stop)
-	wg.Wait()
+	stop()
 	fig.fault("umask-000", 1)
 	if !seen.Load() {
 		t.Fatalf("socket %s never seen", sock)

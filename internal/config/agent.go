@@ -30,15 +30,7 @@ var agentSchema = &hcl.BodySchema{
 
 // agents decodes the agent blocks, sorted by name.
 func (d *decoder) agents(blocks hcl.Blocks) []Agent {
-	var out []Agent
-	bs, dup := d.blocksOf(blocks, "agent")
-	for i, b := range bs {
-		if a := d.agent(b); !dup[i] { // a repeat is checked, then dropped
-			out = append(out, a)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return decodeBlocks(d, blocks, "agent", d.agent, func(a Agent) string { return a.Name })
 }
 
 func (d *decoder) agent(b *hcl.Block) Agent {
@@ -51,16 +43,8 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		MaxAttempts:  DefaultMaxAttempts,
 		DeclRange:    b.DefRange,
 	}
-	ctx := fmt.Sprintf("agent %q", a.Name)
-	d.block = ctx
-	defer func() { d.block = "" }()
-	top := b.DefRange.Start.Line
-	if !lease.ValidName(a.Name) {
-		d.at(top, ctx, "name does not match %s", lease.LanePattern)
-	}
-	content, diags := b.Body.Content(agentSchema)
-	d.diags(diags)
-	attrs := content.Attributes
+	attrs, ctx, top := d.enter(b, agentSchema)
+	defer d.leave()
 
 	if d.path(attrs, "dir", ctx, &a.Dir) {
 		d.checkDir(line(attrs["dir"]), ctx, a.Dir)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/zclconf/go-cty/cty/gocty"
 
 	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/lease"
 )
 
 var rootSchema = &hcl.BodySchema{
@@ -236,6 +238,40 @@ func (d *decoder) oneOf(attrs hcl.Attributes, name, ctx string, dst *string, all
 	}
 	d.at(line(attrs[name]), ctx, "%s %q is not one of %s", name, s, strings.Join(allowed, ", "))
 }
+
+// decodeBlocks decodes the blocks of typ, in file order, and returns them
+// sorted by name; a block repeating an earlier one's name is decoded, so
+// that it is checked, then dropped.
+func decodeBlocks[T any](d *decoder, blocks hcl.Blocks, typ string, decode func(*hcl.Block) T, name func(T) string) []T {
+	var out []T
+	bs, dup := d.blocksOf(blocks, typ)
+	for i, b := range bs {
+		if v := decode(b); !dup[i] {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return name(out[i]) < name(out[j]) })
+	return out
+}
+
+// enter starts decoding a block of schema named by its label: later
+// messages name the block, as its returned context (`agent "build"`) does.
+// It checks the name and returns the block's attributes, the context and
+// the block's first line. Call leave when the block is done.
+func (d *decoder) enter(b *hcl.Block, schema *hcl.BodySchema) (attrs hcl.Attributes, ctx string, top int) {
+	ctx = fmt.Sprintf("%s %q", b.Type, b.Labels[0])
+	d.block = ctx
+	top = b.DefRange.Start.Line
+	if !lease.ValidName(b.Labels[0]) {
+		d.at(top, ctx, "name does not match %s", lease.LanePattern)
+	}
+	content, diags := b.Body.Content(schema)
+	d.diags(diags)
+	return content.Attributes, ctx, top
+}
+
+// leave ends the block enter started.
+func (d *decoder) leave() { d.block = "" }
 
 // blocksOf returns the blocks of typ in file order, with whether each
 // repeats the name of an earlier one. A repeat is reported with both lines.

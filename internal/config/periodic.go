@@ -2,8 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"fmt"
-	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -20,15 +18,8 @@ var periodicSchema = &hcl.BodySchema{
 // periodics decodes the periodic blocks, sorted by name. c holds the agents
 // already decoded.
 func (d *decoder) periodics(blocks hcl.Blocks, c *Config) []Periodic {
-	var out []Periodic
-	bs, dup := d.blocksOf(blocks, "periodic")
-	for i, b := range bs {
-		if p := d.periodic(b, c); !dup[i] {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	decode := func(b *hcl.Block) Periodic { return d.periodic(b, c) }
+	return decodeBlocks(d, blocks, "periodic", decode, func(p Periodic) string { return p.Name })
 }
 
 func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
@@ -39,16 +30,8 @@ func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
 		CatchUp:   DefaultCatchUp,
 		DeclRange: b.DefRange,
 	}
-	ctx := fmt.Sprintf("periodic %q", p.Name)
-	d.block = ctx
-	defer func() { d.block = "" }()
-	top := b.DefRange.Start.Line
-	if !lease.ValidName(p.Name) {
-		d.at(top, ctx, "name does not match %s", lease.LanePattern)
-	}
-	content, diags := b.Body.Content(periodicSchema)
-	d.diags(diags)
-	attrs := content.Attributes
+	attrs, ctx, top := d.enter(b, periodicSchema)
+	defer d.leave()
 
 	p.Schedule, p.Sched = d.schedule(attrs, ctx, top)
 	agent := d.periodicAgent(attrs, ctx, top, c, &p)

@@ -48,8 +48,9 @@ type interval struct {
 	start, end time.Time
 }
 
-// intervals reads every audited run; each must have a start and an end.
-func (a audit) intervals(t *testing.T) []interval {
+// intervals reads every audited run, and wants want of them, each with a
+// start and an end.
+func (a audit) intervals(t *testing.T, want int) []interval {
 	t.Helper()
 	pool := testkit.MustPool(t)
 	rows, err := pool.Query(context.Background(), `SELECT run, min(lane), min(owner),
@@ -76,6 +77,9 @@ func (a audit) intervals(t *testing.T) []interval {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("read audit: %v", err)
+	}
+	if len(out) != want {
+		t.Fatalf("audited %d runs, want %d", len(out), want)
 	}
 	return out
 }

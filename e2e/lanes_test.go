@@ -38,30 +38,14 @@ agent %q {
 // children than its parallelism.
 func TestDaemon_LanesOfLimitOneNeverOverlap(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, schema := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
-	a := newAudit(t, schema)
+	qd, db, a := mustAuditedQueue(t)
 	const lanes, perLane, parallel = 4, 3, 3
-	var ids []string
-	for l := range lanes {
-		lane := fmt.Sprintf("l%d", l)
-		testkit.MustQD(t, qd, db, "lane", "set", lane, "--max-running", "1")
-		for range perLane {
-			ids = append(ids, enqueue(t, qd, db, lane, "work"))
-		}
-	}
+	ids := enqueueLanes(t, qd, db, "l", lanes, perLane)
 	testkit.StartDaemon(t, qd, db, "lanes", auditedAgent("work", laneAgent(t, a, "0.3"), "lanes", a, parallel), testkit.DaemonOptions{})
 	for _, id := range ids {
-		s := waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
-		if len(s.Runs) != 1 || s.Runs[0].State != "completed" {
-			t.Errorf("task %s: runs %v, want one completed", id, runStates(s))
-		}
+		waitCompletedOnce(t, qd, db, id)
 	}
-	ivs := a.intervals(t)
-	if len(ivs) != lanes*perLane {
-		t.Fatalf("audited %d runs, want %d", len(ivs), lanes*perLane)
-	}
+	ivs := a.intervals(t, lanes*perLane)
 	maxLanes, maxRuns := checkNoLaneOverlap(t, ivs)
 	if maxLanes < 2 {
 		t.Errorf("at most %d lane worked at once; parallel = %d should run several", maxLanes, parallel)
@@ -76,37 +60,20 @@ func TestDaemon_LanesOfLimitOneNeverOverlap(t *testing.T) {
 // tasks of one lane at the same time.
 func TestDaemon_TwoDaemonsNeverOverlapALane(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, schema := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
-	a := newAudit(t, schema)
+	qd, db, a := mustAuditedQueue(t)
 	script := laneAgent(t, a, "0.4")
 	// Both daemons run before the tasks exist, so that they tick together.
 	testkit.StartDaemon(t, qd, db, "twin-a", auditedAgent("work", script, "twin-a", a, 2), testkit.DaemonOptions{})
 	testkit.StartDaemon(t, qd, db, "twin-b", auditedAgent("work", script, "twin-b", a, 2), testkit.DaemonOptions{})
 	const lanes, perLane = 3, 4
-	var ids []string
-	for l := range lanes {
-		lane := fmt.Sprintf("t%d", l)
-		testkit.MustQD(t, qd, db, "lane", "set", lane, "--max-running", "1")
-		for range perLane {
-			ids = append(ids, enqueue(t, qd, db, lane, "work"))
-		}
-	}
+	ids := enqueueLanes(t, qd, db, "t", lanes, perLane)
 	owners := map[string]int{}
 	for _, id := range ids {
-		s := waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
-		if len(s.Runs) != 1 || s.Runs[0].State != "completed" {
-			t.Errorf("task %s: runs %v, want one completed", id, runStates(s))
-		}
-		for _, r := range s.Runs {
+		for _, r := range waitCompletedOnce(t, qd, db, id).Runs {
 			owners[r.Owner]++
 		}
 	}
-	ivs := a.intervals(t)
-	if len(ivs) != lanes*perLane {
-		t.Fatalf("audited %d runs, want %d", len(ivs), lanes*perLane)
-	}
+	ivs := a.intervals(t, lanes*perLane)
 	maxLanes, _ := checkNoLaneOverlap(t, ivs)
 	if owners["twin-a"] == 0 || owners["twin-b"] == 0 {
 		t.Errorf("runs per daemon %v: both daemons should have taken work", owners)
@@ -122,10 +89,7 @@ func TestDaemon_TwoDaemonsNeverOverlapALane(t *testing.T) {
 // and qd lane list says the config set it.
 func TestDaemon_LaneBlockLimit(t *testing.T) {
 	t.Parallel()
-	qd := testkit.MustBuild(t)
-	db, schema := testkit.MustSchema(t)
-	testkit.MustQD(t, qd, db, "migrate")
-	a := newAudit(t, schema)
+	qd, db, a := mustAuditedQueue(t)
 	var ids []string
 	for range 4 {
 		ids = append(ids, enqueue(t, qd, db, "wide", "work"))
@@ -138,7 +102,7 @@ lane "wide" {
 	for _, id := range ids {
 		waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
 	}
-	ivs := a.intervals(t)
+	ivs := a.intervals(t, len(ids))
 	most := 0
 	for _, iv := range ivs {
 		at := 0
@@ -156,4 +120,39 @@ lane "wide" {
 	if !strings.Contains(out, `"set_by": "config `+d.Config+` (daemon wide)"`) {
 		t.Errorf("qd lane list does not say the config set lane wide:\n%s", out)
 	}
+}
+
+// mustAuditedQueue is testkit.MustQueue with an audit table in the schema.
+func mustAuditedQueue(t *testing.T) (qd, db string, a audit) {
+	t.Helper()
+	qd = testkit.MustBuild(t)
+	db, schema := testkit.MustSchema(t)
+	testkit.MustQD(t, qd, db, "migrate")
+	return qd, db, newAudit(t, schema)
+}
+
+// enqueueLanes makes lanes lanes of limit 1, named prefix0, prefix1 and so
+// on, queues perLane tasks of agent work in each and returns their ids.
+func enqueueLanes(t *testing.T, qd, db, prefix string, lanes, perLane int) []string {
+	t.Helper()
+	var ids []string
+	for l := range lanes {
+		lane := fmt.Sprintf("%s%d", prefix, l)
+		testkit.MustQD(t, qd, db, "lane", "set", lane, "--max-running", "1")
+		for range perLane {
+			ids = append(ids, enqueue(t, qd, db, lane, "work"))
+		}
+	}
+	return ids
+}
+
+// waitCompletedOnce waits for task id to be done and wants one run of it,
+// completed.
+func waitCompletedOnce(t *testing.T, qd, db, id string) shown {
+	t.Helper()
+	s := waitShow(t, qd, db, id, 40*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	if len(s.Runs) != 1 || s.Runs[0].State != "completed" {
+		t.Errorf("task %s: runs %v, want one completed", id, runStates(s))
+	}
+	return s
 }

@@ -87,11 +87,7 @@ agent "hang" {
 	if !testkit.Alive(pid) {
 		t.Fatalf("grandchild %d is not running before the timeout", pid)
 	}
-	s := waitShow(t, qd, db, id, 20*time.Second, "failed", func(s shown) bool { return s.Task.State == "failed" })
-	if len(s.Runs) != 1 || s.Runs[0].State != "abandoned" || !strings.Contains(s.Runs[0].Summary, "timed out after 2s") {
-		t.Fatalf("runs %+v: want one abandoned run whose summary says it timed out after 2s", s.Runs)
-	}
-	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("grandchild %d to be gone", pid), func() bool { return !testkit.Alive(pid) })
+	waitAbandoned(t, qd, db, id, "timed out after 2s", "grandchild", pid)
 }
 
 // Ensure a child that prints once and then goes quiet is abandoned after the
@@ -111,11 +107,19 @@ agent "quiet" {
   kill_grace    = "1s"
 }`, agent), testkit.DaemonOptions{})
 	pid := readPID(t, pidFile, 15*time.Second)
+	waitAbandoned(t, qd, db, id, "stalled: no output for 2s", "child", pid)
+}
+
+// waitAbandoned waits for task id to fail, wants one run of it, abandoned
+// with a summary that contains summary, and then the process pid (named
+// by what) gone.
+func waitAbandoned(t *testing.T, qd, db, id, summary, what string, pid int) {
+	t.Helper()
 	s := waitShow(t, qd, db, id, 20*time.Second, "failed", func(s shown) bool { return s.Task.State == "failed" })
-	if len(s.Runs) != 1 || s.Runs[0].State != "abandoned" || !strings.Contains(s.Runs[0].Summary, "stalled: no output for 2s") {
-		t.Fatalf("runs %+v: want one abandoned run whose summary says it stalled", s.Runs)
+	if len(s.Runs) != 1 || s.Runs[0].State != "abandoned" || !strings.Contains(s.Runs[0].Summary, summary) {
+		t.Fatalf("runs %+v: want one abandoned run whose summary says %q", s.Runs, summary)
 	}
-	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("child %d to be gone", pid), func() bool { return !testkit.Alive(pid) })
+	testkit.Eventually(t, 5*time.Second, fmt.Sprintf("%s %d to be gone", what, pid), func() bool { return !testkit.Alive(pid) })
 }
 
 // Ensure a child that writes nothing but proves progress with

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The shape of the end-to-end measurement.
@@ -131,17 +133,8 @@ func (b *runner) throughput(ctx context.Context, db *database, d *daemonProc, la
 	if err != nil {
 		return res, fmt.Errorf("read finish times: %w", err)
 	}
-	var ends []time.Time
-	for rows.Next() {
-		var t time.Time
-		if err := rows.Scan(&t); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("read finish times: %w", err)
-		}
-		ends = append(ends, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	ends, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
 		return res, fmt.Errorf("read finish times: %w", err)
 	}
 	lo, hi := len(ends)/10, len(ends)-1-len(ends)/10
@@ -233,17 +226,12 @@ func (b *runner) tickLatency(ctx context.Context, db *database, d *daemonProc, l
 	if err != nil {
 		return res, fmt.Errorf("read runs: %w", err)
 	}
-	var samples []sample
-	for rows.Next() {
+	samples, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sample, error) {
 		var s sample
-		if err := rows.Scan(&s.run, &s.runAfter, &s.claim); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("read runs: %w", err)
-		}
-		samples = append(samples, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&s.run, &s.runAfter, &s.claim)
+		return s, err
+	})
+	if err != nil {
 		return res, fmt.Errorf("read runs: %w", err)
 	}
 	starts, err := d.childStarts()

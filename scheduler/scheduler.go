@@ -75,19 +75,40 @@ type Scheduler struct {
 
 type agentState struct {
 	Agent
+	ticks                 // busy: a claim for this agent is in flight
 	ended   chan struct{} // poked by Kick, for gather
-	next    time.Time
-	busy    bool // a claim for this agent is in flight
-	kicked  bool // a run ended while the claim was in flight
-	woken   bool // Wake was called while the claim was in flight
-	hot     bool // the last claim filled every free slot: claim again when a run ends
+	kicked  bool          // a run ended while the claim was in flight
+	woken   bool          // Wake was called: claim at once, or again after the claim in flight
+	hot     bool          // the last claim filled every free slot: claim again when a run ends
 	removed bool
 }
 
 type periodicState struct {
 	Periodic
-	next time.Time
-	busy bool
+	ticks // busy: its enqueue is in flight
+}
+
+// ticks is where an agent or a periodic stands on its schedule.
+type ticks struct {
+	next time.Time // the next tick
+	busy bool      // the work of an earlier tick is in flight
+}
+
+// due reports whether the tick at next has come and its work may start,
+// and returns that tick. A tick that has come moves next on past now, but
+// while the work of an earlier one is busy it is skipped, not queued. When
+// the work may start, due marks it busy.
+func (t *ticks) due(sched cron.Schedule, now time.Time) (time.Time, bool) {
+	if t.next.IsZero() || t.next.After(now) {
+		return time.Time{}, false
+	}
+	tick := t.next
+	t.next = Next(sched, now)
+	if t.busy {
+		return time.Time{}, false
+	}
+	t.busy = true
+	return tick, true
 }
 
 // New returns a scheduler with no agents; call Set, then Run.
@@ -125,7 +146,7 @@ func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
 			s.agents[a.Name] = prev
 			continue
 		}
-		s.agents[a.Name] = &agentState{Agent: a, next: Next(a.Schedule, now), ended: make(chan struct{}, 1)}
+		s.agents[a.Name] = &agentState{Agent: a, ticks: ticks{next: Next(a.Schedule, now)}, ended: make(chan struct{}, 1)}
 	}
 	for name, prev := range old {
 		if _, ok := s.agents[name]; !ok {
@@ -134,7 +155,7 @@ func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
 	}
 	s.periodics = map[string]*periodicState{}
 	for _, p := range periodics {
-		s.periodics[p.Name] = &periodicState{Periodic: p, next: Next(p.Schedule, now)}
+		s.periodics[p.Name] = &periodicState{Periodic: p, ticks: ticks{next: Next(p.Schedule, now)}}
 	}
 	s.mu.Unlock()
 	s.poke()
@@ -250,32 +271,21 @@ func (s *Scheduler) fire(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range s.agents {
-		due := !a.next.IsZero() && !a.next.After(now)
-		if !due && !a.woken {
-			continue
+		_, due := a.due(a.Schedule, now)
+		if !due && a.woken && !a.busy {
+			a.busy, due = true, true
 		}
 		if due {
-			a.next = Next(a.Schedule, now)
+			a.woken = false
+			s.wg.Add(1)
+			go s.claim(ctx, a, false)
 		}
-		if a.busy {
-			continue // a woken agent's claim in flight looks again
-		}
-		a.busy, a.woken = true, false
-		s.wg.Add(1)
-		go s.claim(ctx, a, false)
 	}
 	for _, p := range s.periodics {
-		if p.next.IsZero() || p.next.After(now) {
-			continue
+		if tick, ok := p.due(p.Schedule, now); ok {
+			s.wg.Add(1)
+			go s.enqueue(ctx, p, tick)
 		}
-		tick := p.next
-		p.next = Next(p.Schedule, now)
-		if p.busy {
-			continue
-		}
-		p.busy = true
-		s.wg.Add(1)
-		go s.enqueue(ctx, p, tick)
 	}
 }
 

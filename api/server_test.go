@@ -143,6 +143,29 @@ func MustStaleSocket(tb testing.TB, path string) {
 	}
 }
 
+// MustOtherListener listens at path, as something other than a Server
+// would (another process, or not qd at all), until the test ends.
+func MustOtherListener(tb testing.TB, path string) net.Listener {
+	tb.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// MustAnswer fails the test, saying what, unless something at path accepts
+// a connection.
+func MustAnswer(tb testing.TB, path, what string) {
+	tb.Helper()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		tb.Fatalf("%s: %v", what, err)
+	}
+	conn.Close()
+}
+
 func TestListen_Mode(t *testing.T) {
 	// Ensure nothing in the socket's directory is ever reachable by another
 	// user while Listen runs, even with umask 000, and that a missing
@@ -240,21 +263,13 @@ func TestListen_LiveDaemonNotStolen(t *testing.T) {
 		// Ensure a socket that answers is never removed, even when no
 		// lock file guards it.
 		path := socketPath(t)
-		other, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
+		MustOtherListener(t, path)
 
-		_, err = Listen(path, fixedSnapshot("second"), testLogger(t))
+		_, err := Listen(path, fixedSnapshot("second"), testLogger(t))
 		if err == nil || !strings.Contains(err.Error(), "another qd is running (socket "+path+" answers)") {
 			t.Fatalf("err = %v, want another qd is running", err)
 		}
-		conn, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatalf("the live socket stopped answering: %v", err)
-		}
-		conn.Close()
+		MustAnswer(t, path, "the live socket stopped answering")
 	})
 }
 
@@ -365,19 +380,11 @@ func TestServer_Shutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Remove(path)
-		other, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
+		MustOtherListener(t, path)
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := net.Dial("unix", path)
-		if err != nil {
-			t.Fatalf("the other socket was removed: %v", err)
-		}
-		conn.Close()
+		MustAnswer(t, path, "the other socket was removed")
 	})
 }
 
@@ -529,11 +536,7 @@ func TestFetch_NotRunning(t *testing.T) {
 		// Ensure something that is not qd at the path gives an error naming
 		// the path, not a hang.
 		path := socketPath(t)
-		ln, err := net.Listen("unix", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
+		ln := MustOtherListener(t, path)
 		go func() {
 			c, err := ln.Accept()
 			if err == nil {
@@ -541,7 +544,7 @@ func TestFetch_NotRunning(t *testing.T) {
 				c.Close()
 			}
 		}()
-		_, err = Client{Path: path}.Status(context.Background())
+		_, err := Client{Path: path}.Status(context.Background())
 		if err == nil || !strings.Contains(err.Error(), path) {
 			t.Fatalf("err = %v, want an error naming %s", err, path)
 		}

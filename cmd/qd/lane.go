@@ -101,11 +101,7 @@ func runLaneList(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) 
 
 func writeLanes(env *Env, lanes []lease.Lane) error {
 	if env.wantJSON() {
-		out := make([]laneJSON, 0, len(lanes))
-		for _, l := range lanes {
-			out = append(out, toLaneJSON(l))
-		}
-		return writeJSON(env.Stdout, out)
+		return writeJSON(env.Stdout, jsonList(lanes, toLaneJSON))
 	}
 	now := time.Now()
 	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED", "SET BY")

@@ -32,6 +32,16 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// jsonList converts each of xs with to; the list is empty, not null, when
+// xs is.
+func jsonList[T, J any](xs []T, to func(T) J) []J {
+	out := make([]J, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, to(x))
+	}
+	return out
+}
+
 // table writes aligned columns.
 type table struct{ tw *tabwriter.Writer }
 

@@ -91,11 +91,7 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if env.wantJSON() {
-			out := make([]runJSON, 0, len(runs))
-			for _, r := range runs {
-				out = append(out, toRunJSON(r))
-			}
-			return writeJSON(env.Stdout, out)
+			return writeJSON(env.Stdout, jsonList(runs, toRunJSON))
 		}
 		return writeRunTable(env, runs)
 	}

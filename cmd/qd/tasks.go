@@ -102,11 +102,7 @@ func oneOf[T comparable](v T, set []T) bool {
 
 func writeTasks(env *Env, tasks []lease.Task) error {
 	if env.wantJSON() {
-		out := make([]taskJSON, 0, len(tasks))
-		for _, t := range tasks {
-			out = append(out, toTaskJSON(t))
-		}
-		return writeJSON(env.Stdout, out)
+		return writeJSON(env.Stdout, jsonList(tasks, toTaskJSON))
 	}
 	now := time.Now()
 	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE", "LAST SUMMARY")
@@ -150,13 +146,7 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 			Task          taskJSON           `json:"task"`
 			Runs          []runJSON          `json:"runs"`
 			Notifications []notificationJSON `json:"notifications"`
-		}{toTaskJSON(t), make([]runJSON, 0, len(runs)), make([]notificationJSON, 0, len(notes))}
-		for _, r := range runs {
-			out.Runs = append(out.Runs, toRunJSON(r))
-		}
-		for _, n := range notes {
-			out.Notifications = append(out.Notifications, toNotificationJSON(n))
-		}
+		}{toTaskJSON(t), jsonList(runs, toRunJSON), jsonList(notes, toNotificationJSON)}
 		return writeJSON(env.Stdout, out)
 	}
 	writeTaskDetail(env, t)

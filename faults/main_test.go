@@ -2,11 +2,8 @@ package faults
 
 import (
 	"flag"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -30,9 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testkit.RemoveBuild()
-	if agentPath != "" {
-		os.RemoveAll(filepath.Dir(agentPath))
-	}
+	fakeAgent.Remove()
 	fig.report(os.Stdout, code)
 	if path := os.Getenv("QD_FAULTS_FIGURES"); path != "" {
 		f, err := os.Create(path)
@@ -78,31 +73,6 @@ func poll(every time.Duration, sample func()) (stop func()) {
 	}
 }
 
-var (
-	agentOnce sync.Once
-	agentPath string
-	agentErr  error
-)
-
-// mustAgent builds the fake agent once per test process, without the race
-// detector: dozens of copies run at once.
-func mustAgent(t *testing.T) string {
-	t.Helper()
-	agentOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "qd-fakeagent-")
-		if err != nil {
-			agentErr = err
-			return
-		}
-		agentPath = filepath.Join(dir, "fakeagent")
-		cmd := exec.Command("go", "build", "-o", agentPath, "github.com/qd-run/qd/faults/fakeagent")
-		cmd.Dir = testkit.Root()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentErr = fmt.Errorf("go build fakeagent: %v\n%s", err, out)
-		}
-	})
-	if agentErr != nil {
-		t.Fatal(agentErr)
-	}
-	return agentPath
-}
+// fakeAgent is built without the race detector: dozens of copies run at
+// once.
+var fakeAgent = &testkit.Binary{Pkg: "github.com/qd-run/qd/faults/fakeagent"}

@@ -33,7 +33,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{t: t, qd: testkit.MustBuild(t), agent: mustAgent(t), dir: t.TempDir()}
+	r := &rig{t: t, qd: testkit.MustBuild(t), agent: fakeAgent.Must(t), dir: t.TempDir()}
 	r.url, r.schema = testkit.MustSchema(t)
 	r.base = testkit.MustDatabaseURL(t)
 	testkit.MustQD(t, r.qd, r.url, "migrate")

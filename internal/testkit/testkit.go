@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -132,48 +133,65 @@ func MustShortDir(tb testing.TB, prefix string) string {
 	return dir
 }
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
+// Binary is a program of this module, built once per test process on
+// first use.
+type Binary struct {
+	Pkg  string // its import path
+	Race bool   // built with the race detector when the tests run with it
+
+	once sync.Once
+	path string
+	err  error
+}
+
+// Must builds the program on first use and returns its path.
+func (b *Binary) Must(tb testing.TB) string {
+	tb.Helper()
+	b.once.Do(func() {
+		name := path.Base(b.Pkg)
+		dir, err := os.MkdirTemp("", "qd-"+name+"-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		args := []string{"build", "-o", b.path}
+		if b.Race && raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, b.Pkg)...)
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+// Remove deletes what Must built, if anything. Call it from TestMain after
+// m.Run: each test process builds its own (tens of MB).
+func (b *Binary) Remove() {
+	if b.path != "" {
+		os.RemoveAll(filepath.Dir(b.path))
+	}
+}
+
+// qdBinary is the qd command.
+var qdBinary = &Binary{Pkg: "github.com/qd-run/qd/cmd/qd", Race: true}
 
 // MustBuild builds the qd binary once per test process (with the race
 // detector when the tests run with it) and returns its path.
 func MustBuild(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "qd-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "qd")
-		args := []string{"build", "-o", buildPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		args = append(args, "github.com/qd-run/qd/cmd/qd")
-		cmd := exec.Command("go", args...)
-		cmd.Dir = moduleRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build qd: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return buildPath
+	return qdBinary.Must(tb)
 }
 
 // RemoveBuild deletes the binary MustBuild built, if any. Call it from
-// TestMain after m.Run: each test process builds its own (tens of MB).
-func RemoveBuild() {
-	if buildPath != "" {
-		os.RemoveAll(filepath.Dir(buildPath))
-	}
-}
+// TestMain after m.Run.
+func RemoveBuild() { qdBinary.Remove() }
 
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)

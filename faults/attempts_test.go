@@ -21,9 +21,9 @@ func TestAttempts_CrashLoopStops(t *testing.T) {
 	r.waitStates("failed", nil, 60*time.Second)
 	time.Sleep(3 * time.Second) // a fourth attempt would come within the backoff
 	r.verify(expect{def: "failed"})
-	var runs, starts int
+	runs := r.runsOf(id)
+	var starts int
 	var summary string
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
 	r.scalar(&starts, `SELECT count(*) FROM {s}.audit WHERE task_id = $1 AND event = 'start'`, id)
 	r.scalar(&summary, `SELECT summary FROM {s}.runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1`, id)
 	if runs != 3 || starts != 3 {
@@ -64,9 +64,7 @@ func TestAttempts_PoisonKillsDaemon(t *testing.T) {
 		d = r.daemon("poison", body, testkit.DaemonOptions{Dir: dir})
 	}
 	r.verify(expect{def: "failed"})
-	var runs int
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
-	if runs != 3 {
+	if runs := r.runsOf(id); runs != 3 {
 		t.Errorf("poison task: %d runs, want 3", runs)
 	}
 }
@@ -85,9 +83,8 @@ func TestAttempts_CommandVanished(t *testing.T) {
 	}
 	fig.fault("missing-program", 1)
 	r.verify(expect{def: "failed"})
-	var runs int
+	runs := r.runsOf(id)
 	var summary string
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
 	r.scalar(&summary, `SELECT summary FROM {s}.runs WHERE task_id = $1 ORDER BY id DESC LIMIT 1`, id)
 	if runs != 2 {
 		t.Errorf("task %d: %d runs with its program gone, want max_attempts (2)", id, runs)

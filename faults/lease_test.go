@@ -109,8 +109,8 @@ func TestLease_UnreachableSelfFences(t *testing.T) {
 	}
 	r.waitStates("done", nil, 40*time.Second)
 	time.Sleep(max(0, 8*time.Second-time.Since(cutAt))) // outage longer than the lease
-	var runs, attempts int
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
+	runs := r.runsOf(id)
+	var attempts int
 	r.scalar(&attempts, `SELECT attempts FROM {s}.tasks WHERE id = $1`, id)
 	if runs != 2 || attempts != 2 {
 		t.Errorf("task %d: %d runs, %d attempts; want one re-run (2 and 2)", id, runs, attempts)

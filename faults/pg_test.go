@@ -119,9 +119,7 @@ func TestPG_ClaimCommitReplyLost(t *testing.T) {
 	if phantomEvents != 0 || state != "abandoned" {
 		t.Errorf("run %d whose claim reply was lost: %d agent events, state %s (%s); want no agent and abandoned", phantom, phantomEvents, state, summary)
 	}
-	var runs int
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
-	if runs != 2 {
+	if runs := r.runsOf(id); runs != 2 {
 		t.Errorf("task %d: %d runs, want the lost claim and one real run", id, runs)
 	}
 }
@@ -139,9 +137,7 @@ func TestPG_CompletionCommitReplyLost(t *testing.T) {
 	waitLostCommit(t, cut, d, "the completion's")
 	d.WaitLog(t, "settle runs", 10*time.Second)
 	r.verify(expect{})
-	var runs int
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
-	if runs != 1 {
+	if runs := r.runsOf(id); runs != 1 {
 		t.Errorf("task %d: %d runs after a lost completion reply, want 1", id, runs)
 	}
 	d.WaitLog(t, "run settled", 5*time.Second)

@@ -157,9 +157,7 @@ func TestProc_DrainDatabaseDown(t *testing.T) {
 	px.Restore()
 	r.daemon("dbdown-b", body, testkit.DaemonOptions{})
 	r.verify(expect{})
-	var runs int
-	r.scalar(&runs, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, id)
-	if runs != 2 {
+	if runs := r.runsOf(id); runs != 2 {
 		t.Errorf("task %d: %d runs, want the drained one and exactly one more", id, runs)
 	}
 }

@@ -197,6 +197,14 @@ func (r *rig) runState(id int64) string {
 	return st
 }
 
+// runsOf counts the runs of task.
+func (r *rig) runsOf(task int64) int {
+	r.t.Helper()
+	var n int
+	r.scalar(&n, `SELECT count(*) FROM {s}.runs WHERE task_id = $1`, task)
+	return n
+}
+
 // waitStates waits until every task is in its wanted state (want[id], else
 // def) and returns how many are not when timeout passes.
 func (r *rig) waitStates(def string, want map[int64]string, timeout time.Duration) int {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,4 +150,22 @@ func noArgs(args []string) error {
 		return usageErrorf("unexpected argument %q", args[0])
 	}
 	return nil
+}
+
+// stateFlag defines --state of command cmd, one of states or empty for
+// all, and returns the function that reads it: a value not among states is
+// a usage error.
+func stateFlag[S ~string](fs *flag.FlagSet, cmd string, states []S) func() (S, error) {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	last := len(names) - 1
+	v := fs.String("state", "", "only `STATE`: "+strings.Join(names[:last], ", ")+" or "+names[last])
+	return func() (S, error) {
+		if *v != "" && !slices.Contains(states, S(*v)) {
+			return "", usageErrorf("%s: --state %q is not one of %v", cmd, *v, states)
+		}
+		return S(*v), nil
+	}
 }

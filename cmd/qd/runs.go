@@ -65,7 +65,7 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 	var f lease.RunFilter
 	task := fs.String("task", "", "only runs of task `ID`")
 	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
-	state := fs.String("state", "", "only `STATE`: running, completed, failed, abandoned or cancelled")
+	state := stateFlag(fs, "runs", runStates)
 	limit := intFlag(fs, "limit", 50, 1, "show at most `N` runs")
 	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 		if err := noArgs(args); err != nil {
@@ -78,10 +78,11 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 			}
 			f.TaskID = id
 		}
-		if *state != "" && !oneOf(lease.RunState(*state), runStates) {
-			return usageErrorf("runs: --state %q is not one of %v", *state, runStates)
+		st, err := state()
+		if err != nil {
+			return err
 		}
-		f.State, f.Limit = lease.RunState(*state), *limit
+		f.State, f.Limit = st, *limit
 		prov, err := env.Provider(ctx)
 		if err != nil {
 			return err

@@ -69,16 +69,17 @@ func setupTasks(fs *flag.FlagSet) runFunc {
 	var f lease.TaskFilter
 	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
 	fs.StringVar(&f.Agent, "agent", "", "only agent `NAME`")
-	state := fs.String("state", "", "only `STATE`: queued, running, done, failed or cancelled")
+	state := stateFlag(fs, "tasks", taskStates)
 	limit := intFlag(fs, "limit", 50, 1, "show at most `N` tasks")
 	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		if *state != "" && !oneOf(lease.TaskState(*state), taskStates) {
-			return usageErrorf("tasks: --state %q is not one of %v", *state, taskStates)
+		st, err := state()
+		if err != nil {
+			return err
 		}
-		f.State, f.Limit = lease.TaskState(*state), *limit
+		f.State, f.Limit = st, *limit
 		prov, err := env.Provider(ctx)
 		if err != nil {
 			return err
@@ -89,15 +90,6 @@ func setupTasks(fs *flag.FlagSet) runFunc {
 		}
 		return writeTasks(env, tasks)
 	}
-}
-
-func oneOf[T comparable](v T, set []T) bool {
-	for _, s := range set {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func writeTasks(env *Env, tasks []lease.Task) error {

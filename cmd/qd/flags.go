@@ -152,20 +152,24 @@ func noArgs(args []string) error {
 	return nil
 }
 
-// stateFlag defines --state of command cmd, one of states or empty for
-// all, and returns the function that reads it: a value not among states is
-// a usage error.
-func stateFlag[S ~string](fs *flag.FlagSet, cmd string, states []S) func() (S, error) {
+// listFlags defines the flags the list command cmd ("runs", "tasks") has
+// over its filter's state and limit: --state, one of states or empty for
+// all, and --limit. The returned function reads --state once the flags are
+// parsed: a value not among states is a usage error.
+func listFlags[S ~string](fs *flag.FlagSet, cmd string, states []S, state *S, limit *int) func() error {
 	names := make([]string, len(states))
 	for i, s := range states {
 		names[i] = string(s)
 	}
 	last := len(names) - 1
 	v := fs.String("state", "", "only `STATE`: "+strings.Join(names[:last], ", ")+" or "+names[last])
-	return func() (S, error) {
+	*limit = 50
+	fs.Var(intValue{n: limit, min: 1}, "limit", "show at most `N` "+cmd)
+	return func() error {
 		if *v != "" && !slices.Contains(states, S(*v)) {
-			return "", usageErrorf("%s: --state %q is not one of %v", cmd, *v, states)
+			return usageErrorf("%s: --state %q is not one of %v", cmd, *v, states)
 		}
-		return S(*v), nil
+		*state = S(*v)
+		return nil
 	}
 }

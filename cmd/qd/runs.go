@@ -65,8 +65,7 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 	var f lease.RunFilter
 	task := fs.String("task", "", "only runs of task `ID`")
 	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
-	state := stateFlag(fs, "runs", runStates)
-	limit := intFlag(fs, "limit", 50, 1, "show at most `N` runs")
+	readState := listFlags(fs, "runs", runStates, &f.State, &f.Limit)
 	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
@@ -78,11 +77,9 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 			}
 			f.TaskID = id
 		}
-		st, err := state()
-		if err != nil {
+		if err := readState(); err != nil {
 			return err
 		}
-		f.State, f.Limit = st, *limit
 		prov, err := env.Provider(ctx)
 		if err != nil {
 			return err

@@ -69,17 +69,14 @@ func setupTasks(fs *flag.FlagSet) runFunc {
 	var f lease.TaskFilter
 	fs.StringVar(&f.Lane, "lane", "", "only lane `NAME`")
 	fs.StringVar(&f.Agent, "agent", "", "only agent `NAME`")
-	state := stateFlag(fs, "tasks", taskStates)
-	limit := intFlag(fs, "limit", 50, 1, "show at most `N` tasks")
+	readState := listFlags(fs, "tasks", taskStates, &f.State, &f.Limit)
 	return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		st, err := state()
-		if err != nil {
+		if err := readState(); err != nil {
 			return err
 		}
-		f.State, f.Limit = st, *limit
 		prov, err := env.Provider(ctx)
 		if err != nil {
 			return err

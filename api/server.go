@@ -267,6 +267,12 @@ func normalize(s *Snapshot) {
 	if s.Lanes == nil {
 		s.Lanes = []LaneStatus{}
 	}
+	if s.Periodics == nil {
+		s.Periodics = []PeriodicStatus{}
+	}
+	if s.Unserved == nil {
+		s.Unserved = []UnservedAgent{}
+	}
 }
 
 // trackConn remembers connections that have not sent a byte, so Shutdown

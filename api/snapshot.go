@@ -29,6 +29,42 @@ type Snapshot struct {
 	// StateDir is the daemon's state directory and whether writes to it
 	// (run logs) are failing.
 	StateDir StateDirStatus `json:"state_dir"`
+	// Periodics are the config's periodic schedules.
+	Periodics []PeriodicStatus `json:"periodics"`
+	// DrainingSince is when the daemon began to drain (a SIGTERM): it
+	// claims nothing more. Absent while it runs normally.
+	DrainingSince time.Time `json:"draining_since,omitzero"`
+	// Notifications counts what the daemon has told since it started.
+	Notifications NotifyCounts `json:"notifications"`
+	// Unserved counts the queued tasks, by agent, that no living daemon
+	// sharing the queue runs: they wait until one does.
+	Unserved []UnservedAgent `json:"unserved"`
+}
+
+// PeriodicStatus is one periodic schedule: when it fires next (by this
+// daemon's clock) and when it last fired (recorded in the queue by any
+// daemon).
+type PeriodicStatus struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	Agent    string    `json:"agent"`
+	Lane     string    `json:"lane"`
+	NextTick time.Time `json:"next_tick,omitzero"`
+	LastTick time.Time `json:"last_tick,omitzero"`
+}
+
+// NotifyCounts counts notifications sent, failed and dropped (the queue
+// was full).
+type NotifyCounts struct {
+	Sent    uint64 `json:"sent"`
+	Failed  uint64 `json:"failed"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// UnservedAgent is an agent with queued tasks that no living daemon runs.
+type UnservedAgent struct {
+	Agent  string `json:"agent"`
+	Queued int    `json:"queued"`
 }
 
 // StateDirStatus reports the state directory. WriteError is the last

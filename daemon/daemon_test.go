@@ -129,7 +129,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func agentNames(s *api.Snapshot) string {
+func snapAgents(s *api.Snapshot) string {
 	var names []string
 	for _, a := range s.Agents {
 		names = append(names, a.Name)
@@ -146,20 +146,20 @@ func agent(name, schedule, command string) string {
 // setting that needs a restart (the name) as it was.
 func TestDaemon_Reload(t *testing.T) {
 	td := MustStart(t, memlease.New(), "d1", "", agent("a", "@every 1h", "/bin/true"))
-	td.waitStatus("agent a", func(s *api.Snapshot) bool { return agentNames(s) == "a" })
+	td.waitStatus("agent a", func(s *api.Snapshot) bool { return snapAgents(s) == "a" })
 
 	td.reload("d1", agent("a", "@every 1h", "/bin/true")+agent("b", "@every 1h", "/bin/true"))
-	td.waitStatus("agents a and b", func(s *api.Snapshot) bool { return agentNames(s) == "a,b" && s.ConfigError == "" })
+	td.waitStatus("agents a and b", func(s *api.Snapshot) bool { return snapAgents(s) == "a,b" && s.ConfigError == "" })
 
 	td.write("d1", agent("a", "@every 1h", "/bin/true")+"agent \"c\" {\n  command = [\"/bin/true\"]\n  schedul = \"@every 1h\"\n}\n")
 	td.sigs <- syscall.SIGHUP
 	s := td.waitStatus("the reload error", func(s *api.Snapshot) bool { return s.ConfigError != "" })
-	if agentNames(s) != "a,b" || !strings.Contains(s.ConfigError, "schedul") {
-		t.Errorf("after an invalid reload: agents %q, error %q; want a,b kept and the error naming the bad field", agentNames(s), s.ConfigError)
+	if snapAgents(s) != "a,b" || !strings.Contains(s.ConfigError, "schedul") {
+		t.Errorf("after an invalid reload: agents %q, error %q; want a,b kept and the error naming the bad field", snapAgents(s), s.ConfigError)
 	}
 
 	td.reload("renamed", agent("a", "@every 1h", "/bin/true"))
-	s = td.waitStatus("agent a alone", func(s *api.Snapshot) bool { return agentNames(s) == "a" && s.ConfigError == "" })
+	s = td.waitStatus("agent a alone", func(s *api.Snapshot) bool { return snapAgents(s) == "a" && s.ConfigError == "" })
 	if s.Supervisor != "d1" {
 		t.Errorf("after a reload that renames the daemon: supervisor %q, want d1 until a restart", s.Supervisor)
 	}
@@ -205,7 +205,7 @@ func TestDaemon_ReloadRemovesAgentMidClaim(t *testing.T) {
 		t.Fatal("no claim within 10s")
 	}
 	td.reload("d1", agent("other", "@every 1h", "/bin/true"))
-	td.waitStatus("agent a removed", func(s *api.Snapshot) bool { return agentNames(s) == "other" })
+	td.waitStatus("agent a removed", func(s *api.Snapshot) bool { return snapAgents(s) == "other" })
 	close(q.gate)
 	var run lease.Run
 	for deadline := time.Now().Add(10 * time.Second); ; {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/supervisor"
 )
@@ -22,7 +23,7 @@ const (
 // nameRegistry is a queue that records which daemon holds each name (pg).
 type nameRegistry interface {
 	ClaimName(ctx context.Context, d pg.Daemon, takeOver string, stale time.Duration) (pg.Daemon, bool, error)
-	TouchName(ctx context.Context, name, instance string) (bool, error)
+	TouchName(ctx context.Context, name, instance string, agents []string) (bool, error)
 	ReleaseName(ctx context.Context, name, instance string) error
 }
 
@@ -63,7 +64,7 @@ func (d *daemon) me() pg.Daemon {
 	host, _ := os.Hostname()
 	boot, start := supervisor.Identity()
 	return pg.Daemon{Name: conf.Name, Instance: d.instance, Host: host, PID: os.Getpid(), BootID: boot,
-		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: d.version}
+		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: d.version, Agents: agentNames(conf)}
 }
 
 // claimName records that this daemon holds its name. A holder is taken
@@ -103,7 +104,7 @@ func (d *daemon) keepName(ctx context.Context, claimed bool) {
 	for {
 		if claimed {
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			ok, err := d.names.TouchName(tctx, d.config().Name, d.instance)
+			ok, err := d.names.TouchName(tctx, d.config().Name, d.instance, agentNames(d.config()))
 			cancel()
 			claimed = err != nil || ok
 		}
@@ -123,4 +124,13 @@ func (d *daemon) keepName(ctx context.Context, claimed bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	_ = d.names.ReleaseName(ctx, d.config().Name, d.instance)
+}
+
+// agentNames lists the agents of conf.
+func agentNames(conf *config.Config) []string {
+	names := make([]string, len(conf.Agents))
+	for i, a := range conf.Agents {
+		names[i] = a.Name
+	}
+	return names
 }

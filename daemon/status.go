@@ -8,10 +8,17 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/supervisor"
 )
 
 var _ api.Daemon = (*daemon)(nil)
+
+// unservedCounter is a queue that knows which agents the living daemons run
+// (pg, through its daemons table).
+type unservedCounter interface {
+	UnservedAgents(ctx context.Context, stale time.Duration) ([]pg.Unserved, error)
+}
 
 // Status builds what GET /v1/status serves. It reads the supervisor's
 // copied state and asks the database for lane depths with a short timeout,
@@ -29,7 +36,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	s.LogLinesDropped = d.logOut.Dropped()
 	h := d.sup.StateDirHealth()
 	s.StateDir = api.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs}
-	next := d.sched.NextTicks()
+	next, nextPeriodic := d.sched.NextTicks()
 	d.mu.Lock()
 	last := make(map[string]api.LastOutcome, len(d.last))
 	for k, v := range d.last {
@@ -49,8 +56,25 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	for _, r := range d.sup.Snapshot() {
 		s.Runs = append(s.Runs, runStatus(r, now))
 	}
+	s.DrainingSince = d.sup.DrainingSince()
+	sent, failed, dropped := d.notifier.Counts()
+	s.Notifications = api.NotifyCounts{Sent: sent, Failed: failed, Dropped: dropped}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	for _, p := range conf.Periodics {
+		ps := api.PeriodicStatus{Name: p.Name, Schedule: p.Schedule, Agent: p.Agent, Lane: p.Lane, NextTick: nextPeriodic[p.Name]}
+		if last, err := d.queue.PeriodicLast(ctx, p.Name); err == nil {
+			ps.LastTick = last
+		}
+		s.Periodics = append(s.Periodics, ps)
+	}
+	if q, ok := d.queue.(unservedCounter); ok {
+		if us, err := q.UnservedAgents(ctx, nameStale); err == nil {
+			for _, u := range us {
+				s.Unserved = append(s.Unserved, api.UnservedAgent{Agent: u.Agent, Queued: u.Queued})
+			}
+		}
+	}
 	lanes, err := d.queue.Lanes(ctx)
 	d.setDBError(err)
 	s.Database.Reachable = err == nil

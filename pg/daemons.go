@@ -17,19 +17,20 @@ type Daemon struct {
 	ProcStart            uint64 // the process's start time, platform units
 	StateDir, Socket     string
 	Version              string
+	Agents               []string // the agents it runs
 	StartedAt, SeenAt    time.Time
 	// SeenAgo is how long ago SeenAt was, by the database clock.
 	SeenAgo time.Duration
 }
 
 const daemonColumns = `name, instance, host, pid, boot_id, proc_start, state_dir, socket, version,
-	started_at, seen_at, clock_timestamp() - seen_at`
+	started_at, seen_at, clock_timestamp() - seen_at, agents`
 
 func scanDaemon(row pgx.Row) (Daemon, error) {
 	var d Daemon
 	var start int64
 	err := row.Scan(&d.Name, &d.Instance, &d.Host, &d.PID, &d.BootID, &start, &d.StateDir, &d.Socket,
-		&d.Version, &d.StartedAt, &d.SeenAt, &d.SeenAgo)
+		&d.Version, &d.StartedAt, &d.SeenAt, &d.SeenAgo, &d.Agents)
 	d.ProcStart = uint64(start)
 	return d, err
 }
@@ -41,15 +42,16 @@ func scanDaemon(row pgx.Row) (Daemon, error) {
 func (p *Provider) ClaimName(ctx context.Context, d Daemon, takeOver string, stale time.Duration) (holder Daemon, ok bool, err error) {
 	err = p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`INSERT INTO {{schema}}.daemons AS d
-				(name, instance, host, pid, boot_id, proc_start, state_dir, socket, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				(name, instance, host, pid, boot_id, proc_start, state_dir, socket, version, agents)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12)
 			ON CONFLICT (name) DO UPDATE SET instance = excluded.instance, host = excluded.host,
 				pid = excluded.pid, boot_id = excluded.boot_id, proc_start = excluded.proc_start,
 				state_dir = excluded.state_dir, socket = excluded.socket, version = excluded.version,
+				agents = excluded.agents,
 				started_at = clock_timestamp(), seen_at = clock_timestamp()
 			WHERE d.instance IN (excluded.instance, $10) OR d.seen_at < clock_timestamp() - $11::interval`),
 			d.Name, d.Instance, d.Host, d.PID, d.BootID, int64(d.ProcStart), d.StateDir, d.Socket, d.Version,
-			takeOver, stale)
+			takeOver, stale, nonNil(d.Agents))
 		b.Queue(p.sql(`SELECT `+daemonColumns+` FROM {{schema}}.daemons WHERE name = $1`), d.Name).
 			QueryRow(func(row pgx.Row) error {
 				var err error
@@ -63,12 +65,12 @@ func (p *Provider) ClaimName(ctx context.Context, d Daemon, takeOver string, sta
 	return holder, holder.Instance == d.Instance, nil
 }
 
-// TouchName tells that instance still holds name; ok is false when another
-// daemon has taken the name over.
-func (p *Provider) TouchName(ctx context.Context, name, instance string) (ok bool, err error) {
+// TouchName tells that instance still holds name and runs agents; ok is
+// false when another daemon has taken the name over.
+func (p *Provider) TouchName(ctx context.Context, name, instance string, agents []string) (ok bool, err error) {
 	err = p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`UPDATE {{schema}}.daemons SET seen_at = clock_timestamp()
-			WHERE name = $1 AND instance = $2`), name, instance).
+		b.Queue(p.sql(`UPDATE {{schema}}.daemons SET seen_at = clock_timestamp(), agents = $3
+			WHERE name = $1 AND instance = $2`), name, instance, nonNil(agents)).
 			Exec(func(tag pgconn.CommandTag) error {
 				ok = tag.RowsAffected() == 1
 				return nil
@@ -102,4 +104,38 @@ func (p *Provider) Daemons(ctx context.Context) ([]Daemon, error) {
 		return nil, fmt.Errorf("list daemons: %w", mapErr(err))
 	}
 	return ds, nil
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+// Unserved is a count of queued tasks of an agent that no living daemon
+// runs.
+type Unserved struct {
+	Agent  string
+	Queued int
+}
+
+// UnservedAgents counts the queued tasks whose agent no daemon seen within
+// stale runs: they wait for a daemon that may never come.
+func (p *Provider) UnservedAgents(ctx context.Context, stale time.Duration) ([]Unserved, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT t.agent, count(*) FROM {{schema}}.tasks t
+		WHERE t.state = 'queued' AND NOT EXISTS (SELECT 1 FROM {{schema}}.daemons d
+			WHERE d.seen_at > clock_timestamp() - $1::interval AND t.agent = ANY (d.agents))
+		GROUP BY t.agent ORDER BY t.agent`), stale)
+	if err != nil {
+		return nil, fmt.Errorf("count unserved tasks: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Unserved, error) {
+		var u Unserved
+		return u, row.Scan(&u.Agent, &u.Queued)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count unserved tasks: %w", mapErr(err))
+	}
+	return out, nil
 }

@@ -20,6 +20,7 @@ var functionSums = map[int]string{
 	6: "6a529df65bcbbac05ae745ee32cb365fc874fc154aa65d13538c5bec0efc150e",
 	7: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
 	8: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
+	9: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -161,15 +161,21 @@ func (s *Scheduler) Set(agents []Agent, periodics []Periodic) {
 	s.poke()
 }
 
-// NextTicks returns each agent's next tick, for status.
-func (s *Scheduler) NextTicks() map[string]time.Time {
+// NextTicks returns each agent's and each periodic schedule's next tick,
+// for status (the two share no names: both are keyed by name in their own
+// map).
+func (s *Scheduler) NextTicks() (agents, periodics map[string]time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := make(map[string]time.Time, len(s.agents))
+	agents = make(map[string]time.Time, len(s.agents))
 	for name, a := range s.agents {
-		m[name] = a.next
+		agents[name] = a.next
 	}
-	return m
+	periodics = make(map[string]time.Time, len(s.periodics))
+	for name, p := range s.periodics {
+		periodics[name] = p.next
+	}
+	return agents, periodics
 }
 
 // Kick asks for another claim for agent when its last claim found more work

@@ -23,7 +23,7 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 	}
 	defer close(s.drainDone)
 	s.mu.Lock()
-	s.draining = true
+	s.draining, s.drainedAt = true, time.Now()
 	s.mu.Unlock()
 	cs := s.live()
 	s.log.Info("draining", "runs", len(cs), "grace", grace)

@@ -111,9 +111,10 @@ type Supervisor struct {
 	log   hclog.Logger
 	epoch time.Time // origin of mono
 
-	mu       sync.Mutex
-	children map[int64]*child // by run id, until settled and forgotten
-	draining bool
+	mu        sync.Mutex
+	children  map[int64]*child // by run id, until settled and forgotten
+	draining  bool
+	drainedAt time.Time // when the drain began
 
 	wake      chan struct{} // pokes the heartbeat loop
 	settleCh  chan *settleReq
@@ -221,4 +222,12 @@ func sortStatus(st []RunStatus) {
 		}
 		return st[i].RunID < st[j].RunID
 	})
+}
+
+// DrainingSince is when the drain began; zero while the supervisor is not
+// draining.
+func (s *Supervisor) DrainingSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drainedAt
 }

@@ -88,13 +88,8 @@ func (e *Env) URL() (string, error) {
 	return pg.LocalURL(e.Getenv), nil
 }
 
-// Config loads the config file: --config or $QD_CONFIG (which must exist),
-// else the first of config.SearchPaths that exists. Without a file it
-// returns config.Default().
-func (e *Env) Config() (*config.Config, error) {
-	if e.conf != nil {
-		return e.conf, nil
-	}
+// configPath is the config file Config reads, "" when there is none.
+func (e *Env) configPath() (string, error) {
 	path := e.ConfigPath
 	if path == "" {
 		path = e.Getenv("QD_CONFIG")
@@ -102,13 +97,26 @@ func (e *Env) Config() (*config.Config, error) {
 	if path == "" {
 		found, _, err := config.Find()
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return "", err
 		}
 		path = found
 	}
+	return path, nil
+}
+
+// Config loads the config file: --config or $QD_CONFIG (which must exist),
+// else the first of config.SearchPaths that exists. Without a file it
+// returns config.Default().
+func (e *Env) Config() (*config.Config, error) {
+	if e.conf != nil {
+		return e.conf, nil
+	}
+	path, err := e.configPath()
+	if err != nil {
+		return nil, err
+	}
 	conf := config.Default()
 	if path != "" {
-		var err error
 		if conf, err = config.LoadClient(path); err != nil {
 			return nil, err
 		}

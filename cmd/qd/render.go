@@ -16,14 +16,16 @@ import (
 // agents' next tick, which the daemon computed from the same host's clock.
 func renderStatus(w io.Writer, s *api.Snapshot, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	renderHeader(tw, s)
+	renderHeader(tw, s, now)
 	renderAgents(tw, s.Agents, now)
+	renderPeriodics(tw, s.Periodics, now)
 	renderRuns(tw, s.Runs)
 	renderLanes(tw, s.Lanes)
+	renderUnserved(tw, s.Unserved)
 	return tw.Flush()
 }
 
-func renderHeader(w io.Writer, s *api.Snapshot) {
+func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 	fmt.Fprintf(w, "supervisor:\t%s\n", s.Supervisor)
 	fmt.Fprintf(w, "version:\t%s\n", s.Version)
 	fmt.Fprintf(w, "pid:\t%d\n", s.PID)
@@ -52,14 +54,44 @@ func renderHeader(w io.Writer, s *api.Snapshot) {
 	if s.LogLinesDropped > 0 {
 		fmt.Fprintf(w, "log:\t%d lines dropped: the daemon's stderr was not being read\n", s.LogLinesDropped)
 	}
+	if !s.DrainingSince.IsZero() {
+		fmt.Fprintf(w, "state:\tDRAINING since %s (%s): claims nothing more\n", s.DrainingSince.Format(time.RFC3339), relative(s.DrainingSince, now))
+	}
+	if n := s.Notifications; n.Sent+n.Failed+n.Dropped > 0 {
+		fmt.Fprintf(w, "notified:\t%d sent, %d failed, %d dropped\n", n.Sent, n.Failed, n.Dropped)
+	}
 }
 
 func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
-	if !section(w, "AGENTS", len(agents), "NAME", "SCHEDULE", "NEXT TICK", "RUNNING") {
+	if !section(w, "AGENTS", len(agents), "NAME", "SCHEDULE", "NEXT TICK", "RUNNING", "LAST") {
 		return
 	}
 	for _, a := range agents {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\n", a.Name, a.Schedule, relative(a.NextTick, now), a.Running, a.Parallel)
+		last := "-"
+		if l := a.Last; l != nil {
+			last = fmt.Sprintf("%s %s (run %d)", l.Outcome, relative(l.At, now), l.RunID)
+			if l.Summary != "" {
+				last += ": " + truncate(l.Summary, 60)
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", a.Name, a.Schedule, relative(a.NextTick, now), a.Running, a.Parallel, last)
+	}
+}
+
+func renderPeriodics(w io.Writer, ps []api.PeriodicStatus, now time.Time) {
+	if len(ps) == 0 {
+		return
+	}
+	section(w, "PERIODIC", len(ps), "NAME", "SCHEDULE", "AGENT", "LANE", "NEXT TICK", "LAST TICK")
+	for _, p := range ps {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Schedule, p.Agent, p.Lane, relative(p.NextTick, now), relative(p.LastTick, now))
+	}
+}
+
+// renderUnserved warns of queued tasks that no living daemon runs.
+func renderUnserved(w io.Writer, us []api.UnservedAgent) {
+	for _, u := range us {
+		fmt.Fprintf(w, "\nWARNING: %d queued tasks of agent %s, which no running daemon runs: they wait until one does\n", u.Queued, u.Agent)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/internal/config"
 )
 
 var statusCommand = &command{
@@ -38,9 +40,15 @@ daemon answers, the message names the socket it tried and the exit code is 1.
 				env.ConfigPath = *configPath
 				conf, err := env.Config()
 				if err != nil {
-					return err
+					// The daemon may be running on the config as it was
+					// before: ask the socket the file names anyway.
+					file, _ := env.configPath()
+					path = config.SocketOf(file)
+					fmt.Fprintf(env.Stderr, "qd: %s is invalid, asking the socket it names (%s); the first problem: %s\n",
+						file, path, firstLine(err.Error()))
+				} else {
+					path = conf.Socket
 				}
-				path = conf.Socket
 			}
 			if !*watch {
 				return showStatus(ctx, env, path, env.JSON)
@@ -69,10 +77,17 @@ func watchStatus(ctx context.Context, env *Env, path string, every time.Duration
 		if err := showStatus(ctx, env, path, false); err != nil {
 			fmt.Fprintf(env.Stdout, "%s\n", err)
 		}
+		fmt.Fprintf(env.Stdout, "\nlast updated %s; every %s, Ctrl-C to stop\n", time.Now().Format("15:04:05"), every)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(every):
 		}
 	}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

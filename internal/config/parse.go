@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/gocty"
 
@@ -328,4 +329,34 @@ func validSupervisorName(s string) bool {
 		}
 	}
 	return true
+}
+
+// SocketOf reads the socket a config file names even when the file is
+// invalid, so that `qd status` can still reach the daemon (and show the
+// reload error it reports): the socket attribute when it is a plain
+// string, else the default socket.
+func SocketOf(path string) string {
+	def := Default().Socket
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return def
+	}
+	file, diags := hclparse.NewParser().ParseHCL(src, path)
+	if diags.HasErrors() || file == nil {
+		return def
+	}
+	content, _, _ := file.Body.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "socket"}}})
+	a, ok := content.Attributes["socket"]
+	if !ok {
+		return def
+	}
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() || v.Type() != cty.String || v.IsNull() {
+		return def
+	}
+	sock := v.AsString()
+	if !filepath.IsAbs(sock) {
+		sock = filepath.Join(filepath.Dir(path), sock)
+	}
+	return sock
 }

@@ -79,6 +79,7 @@ func Prune(ctx context.Context, q lease.Provider, stateDir string, older time.Du
 	}
 	var errs []error
 	for _, id := range res.RunIDs {
+		_ = os.Remove(supervisor.StreamsPath(stateDir, id))
 		err := os.Remove(supervisor.LogPath(stateDir, id))
 		switch {
 		case err == nil:

@@ -245,9 +245,15 @@ type TaskFilter struct {
 type RunFilter struct {
 	TaskID int64
 	Lane   string
+	Agent  string
 	State  RunState
 	Owner  string
-	Limit  int
+	// StartedAfter keeps the runs started after it; zero keeps all.
+	StartedAfter time.Time
+	// AfterID keeps the runs with a larger id (the ones started since a
+	// listing that ended at AfterID).
+	AfterID int64
+	Limit   int
 }
 
 // PruneResult says what a prune removed (or would remove).

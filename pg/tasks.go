@@ -283,6 +283,15 @@ func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, er
 	if f.Owner != "" {
 		add("r.owner = $%d", f.Owner)
 	}
+	if f.Agent != "" {
+		add("r.agent = $%d", f.Agent)
+	}
+	if !f.StartedAfter.IsZero() {
+		add("r.started_at > $%d", f.StartedAfter)
+	}
+	if f.AfterID > 0 {
+		add("r.id > $%d", f.AfterID)
+	}
 	q := `SELECT ` + runColumns + ` FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id` +
 		whereClause(where) + order
 	if f.Limit > 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/qd-run/qd/lease"
@@ -32,5 +33,30 @@ func TestSupervisor_LogFileWithFirstOutput(t *testing.T) {
 	}
 	if string(b) != "late words\n" {
 		t.Errorf("late run's log = %q, want %q", b, "late words\n")
+	}
+}
+
+// Ensure the stream record says where the log switches between stdout and
+// stderr, so that stderr can be shown alone, and that a run writing only
+// to stdout has none.
+func TestSupervisor_StreamRecord(t *testing.T) {
+	h := MustHarness(t, nil)
+	l := h.start("echo out1; sleep 0.2; echo err1 >&2; sleep 0.2; echo out2", "{}", Spec{})
+	h.waitRun(l.RunID)
+	h.waitGone()
+	log, err := os.ReadFile(LogPath(h.state, l.RunID))
+	if err != nil || string(log) != "out1\nerr1\nout2\n" {
+		t.Fatalf("log = %q, %v", log, err)
+	}
+	segs, err := ReadStreams(StreamsPath(h.state, l.RunID))
+	want := []Segment{{0, false}, {5, true}, {10, false}}
+	if err != nil || !slices.Equal(segs, want) {
+		t.Errorf("segments = %v, %v; want %v", segs, err, want)
+	}
+	quiet := h.start("echo only stdout", "{}", Spec{})
+	h.waitRun(quiet.RunID)
+	h.waitGone()
+	if _, err := os.Stat(StreamsPath(h.state, quiet.RunID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a run that wrote only to stdout has a stream record: %v", err)
 	}
 }

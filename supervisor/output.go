@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -27,18 +28,24 @@ const truncatedNote = "\n[qd: log truncated at 64 MiB; later output is dropped, 
 
 // output collects a child's stdout and stderr: the whole of it into the run
 // log, the last tailSize bytes into a ring, and the last non-empty line of
-// each stream (at most lineMax bytes) for the summary. Memory stays fixed whatever the
-// child writes.
+// each stream (at most lineMax bytes) for the summary, and where the log
+// switches between the two streams. Memory stays fixed whatever the child
+// writes.
 type output struct {
 	mu     sync.Mutex
 	log    io.Writer // the run log; nil until opened, and after a write error
 	logErr error
 	// open creates the run log at the first output; nil once called.
-	open   func() (io.Writer, error)
-	ring   [tailSize]byte
-	n      int64       // bytes written in all
-	logged int64       // bytes written to log
-	lines  [2]lastLine // stdout, stderr
+	open func() (io.Writer, error)
+	// openStreams creates the run's stream record (see StreamsPath) at the
+	// first switch between stdout and stderr; nil once called.
+	openStreams func() (io.Writer, error)
+	streams     io.Writer // nil until then, and after a write error
+	stream      byte      // the stream of the last bytes logged: 'o' or 'e'
+	ring        [tailSize]byte
+	n           int64       // bytes written in all
+	logged      int64       // bytes written to log
+	lines       [2]lastLine // stdout, stderr
 	// lastAt is when output last arrived, in ns on the supervisor's
 	// monotonic clock (see Supervisor.mono); zero when none yet.
 	lastAt atomic.Int64
@@ -84,6 +91,7 @@ func (o *output) write(p []byte, stdout bool) {
 		o.open = nil
 	}
 	if o.log != nil {
+		o.noteStream(stdout)
 		o.toLog(p)
 	}
 	o.toRing(p)
@@ -92,6 +100,36 @@ func (o *output) write(p []byte, stdout bool) {
 	} else {
 		o.lines[1].add(p)
 	}
+}
+
+// noteStream records, in the run's stream record, where in the log the
+// output switches between stdout and stderr. A run that writes only to
+// stdout has no record.
+func (o *output) noteStream(stdout bool) {
+	st := byte('o')
+	if !stdout {
+		st = 'e'
+	}
+	if st == o.stream || (o.stream == 0 && stdout) {
+		o.stream = max(o.stream, st)
+		return
+	}
+	if o.openStreams != nil {
+		var err error
+		if o.streams, err = o.openStreams(); err != nil {
+			o.streams, o.logErr = nil, err
+		}
+		o.openStreams = nil
+		if o.streams != nil && o.logged > 0 {
+			fmt.Fprintf(o.streams, "0 o\n")
+		}
+	}
+	if o.streams != nil {
+		if _, err := fmt.Fprintf(o.streams, "%d %c\n", o.logged, st); err != nil {
+			o.streams, o.logErr = nil, fmt.Errorf("write stream record: %w", err)
+		}
+	}
+	o.stream = st
 }
 
 // toLog writes p to the log file until MaxLogBytes, then the note once.

@@ -129,6 +129,14 @@ func (s *Supervisor) launch(c *child) error {
 		c.logFile = f // read by wait once the output is drained
 		return f, nil
 	}
+	c.out.openStreams = func() (io.Writer, error) {
+		f, err := os.OpenFile(StreamsPath(s.cfg.StateDir, c.l.RunID), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open stream record: %w", err)
+		}
+		c.streamsFile = f
+		return f, nil
+	}
 	c.setPID(cmd.Process.Pid)
 	s.record(c)
 	s.pump(c)

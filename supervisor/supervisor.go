@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,6 +175,42 @@ func childrenDir(state string) string { return filepath.Join(state, "children") 
 // LogPath is the file that holds the output of run id.
 func LogPath(stateDir string, runID int64) string {
 	return filepath.Join(runsDir(stateDir), fmt.Sprintf("%d.log", runID))
+}
+
+// StreamsPath is the stream record of run id's log: a line "OFFSET o|e"
+// wherever the log switches between stdout and stderr. A run that wrote
+// only to stdout has none.
+func StreamsPath(stateDir string, runID int64) string {
+	return filepath.Join(runsDir(stateDir), fmt.Sprintf("%d.streams", runID))
+}
+
+// Segment is where one stream's output starts in a run's log; it lasts
+// until the next segment starts.
+type Segment struct {
+	Offset int64
+	Stderr bool
+}
+
+// ReadStreams reads the stream record at path: the segments in log order,
+// or one stdout segment when there is no record.
+func ReadStreams(path string) ([]Segment, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return []Segment{{Offset: 0}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stream record: %w", err)
+	}
+	var out []Segment
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		off, st, ok := strings.Cut(line, " ")
+		n, err := strconv.ParseInt(off, 10, 64)
+		if !ok || err != nil || (st != "o" && st != "e") {
+			return nil, fmt.Errorf("read stream record %s: bad line %q", path, line)
+		}
+		out = append(out, Segment{Offset: n, Stderr: st == "e"})
+	}
+	return out, nil
 }
 
 // mono reads the supervisor's monotonic clock, in ns since New.

@@ -41,7 +41,7 @@ func (s *Supervisor) wait(c *child) {
 			logErr = fmt.Errorf("close run log: %w", err)
 		}
 	}
-	closeAll(nil, c.stdin, c.pipes[0], c.pipes[1])
+	closeAll(c.streamsFile, c.stdin, c.pipes[0], c.pipes[1])
 	s.unrecord(c)
 	st, settle := c.settlement(werr)
 	switch {

@@ -12,14 +12,14 @@ import (
 )
 
 // Ensure qd logs --follow prints what the daemon appends to the run's log
-// file and returns once the run has ended.
+// file and returns once the run has ended, with a line saying how.
 func TestLogs_Follow(t *testing.T) {
 	dir, env := MustClaimedRun(t)
 	logPath := MustRunLog(t, dir, "first\n")
 	f := startFollow(t, env)
 	time.Sleep(700 * time.Millisecond)
 	MustAppend(t, logPath, "second\n")
-	if got, want := f.mustEnd(t, env), "first\nsecond\n"; got != want {
+	if got, want := f.mustEnd(t, env), "first\nsecond\n==> run 1 ended: completed; task 1 done <==\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -34,7 +34,7 @@ func TestLogs_FollowFileAppearsLate(t *testing.T) {
 	logPath := MustRunLog(t, dir, "first\n")
 	time.Sleep(1200 * time.Millisecond)
 	MustAppend(t, logPath, "second\n")
-	if got, want := f.mustEnd(t, env), "first\nsecond\n"; got != want {
+	if got, want := f.mustEnd(t, env), "first\nsecond\n==> run 1 ended: completed; task 1 done <==\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if !strings.Contains(f.stderr.String(), "log file "+logPath) {

@@ -255,6 +255,11 @@ func testListings(t *testing.T, p lease.Provider) {
 		{lease.RunFilter{State: lease.RunFailed}, 2},
 		{lease.RunFilter{State: lease.RunRunning, Lane: "list-1"}, 1},
 		{lease.RunFilter{Limit: 3}, 3},
+		{lease.RunFilter{Agent: "a"}, 4},
+		{lease.RunFilter{Agent: "b"}, 0},
+		{lease.RunFilter{AfterID: all[1].ID}, 1},
+		{lease.RunFilter{StartedAfter: all[1].StartedAt}, 1},
+		{lease.RunFilter{StartedAfter: time.Now().Add(time.Hour)}, 0},
 	} {
 		if got := mustRuns(t, p, c.f); len(got) != c.want {
 			t.Errorf("runs %+v: got %d, want %d", c.f, len(got), c.want)

@@ -64,7 +64,8 @@ func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, er
 	out := []lease.Run{}
 	for _, r := range p.runs {
 		if (f.TaskID == 0 || r.TaskID == f.TaskID) && (f.Lane == "" || r.Lane == f.Lane) &&
-			(f.State == "" || r.State == f.State) && (f.Owner == "" || r.Owner == f.Owner) {
+			(f.State == "" || r.State == f.State) && (f.Owner == "" || r.Owner == f.Owner) &&
+			(f.Agent == "" || r.Agent == f.Agent) && r.StartedAt.After(f.StartedAfter) && r.ID > f.AfterID {
 			out = append(out, p.runView(r, now))
 		}
 	}

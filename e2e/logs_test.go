@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Ensure qd logs --agent --follow prints an agent's runs as they start,
+// each headed by its run and attempt and ended by how it ended (a failed
+// attempt says when the next comes), until the third run completes; and
+// that --stderr prints only what the agent wrote to stderr.
+func TestLogs_AgentFollowAcrossRuns(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	script := testkit.MustScript(t, dir, "thrice.sh", `
+echo "out $QD_ATTEMPT"
+echo "err $QD_ATTEMPT" >&2
+sleep 0.3
+[ "$QD_ATTEMPT" -ge 3 ]
+`)
+	body := fmt.Sprintf("agent \"thrice\" {\n  command = [%q]\n  schedule = \"@every 1s\"\n  retry_backoff = \"1s\"\n}\n", script)
+	d := testkit.StartDaemon(t, qd, db, "logs", body, testkit.DaemonOptions{})
+	follow := exec.Command(qd, "logs", "--config", d.Config, "--agent", "thrice", "--follow")
+	follow.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db)
+	var out, errOut lockedBuffer
+	follow.Stdout, follow.Stderr = &out, &errOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	id := enqueue(t, qd, db, "l", "thrice", "--max-attempts", "3")
+	testkit.Eventually(t, 30*time.Second, "the third run's end in qd logs --follow", func() bool {
+		return strings.Contains(out.String(), "ended: completed")
+	})
+	follow.Process.Signal(syscall.SIGINT)
+	follow.Wait()
+	got := out.String()
+	for i := 1; i <= 3; i++ {
+		for _, want := range []string{fmt.Sprintf("attempt %d, lane l", i), fmt.Sprintf("out %d\n", i), fmt.Sprintf("err %d\n", i)} {
+			if !strings.Contains(got, want) {
+				t.Errorf("qd logs --follow lacks %q:\n%s", want, got)
+			}
+		}
+	}
+	if n := strings.Count(got, "==> run "); n != 6 {
+		t.Errorf("%d header and end lines, want 3 of each:\n%s", n, got)
+	}
+	if !strings.Contains(got, "failed, exit code 1: exited 1: err 1; task "+id+": next attempt (2 of 3)") ||
+		!strings.Contains(got, "ended: completed, exit code 0: out 3; task "+id+" done") {
+		t.Errorf("the end lines do not say how each run ended and what comes next:\n%s", got)
+	}
+	only := testkit.MustQD(t, qd, db, "logs", "--config", d.Config, "--agent", "thrice", "--stderr")
+	if strings.Contains(only, "out ") || strings.Count(only, "err ") != 3 {
+		t.Errorf("qd logs --stderr printed:\n%s", only)
+	}
+}

@@ -24,14 +24,14 @@ type child struct {
 	cmd     *exec.Cmd
 	pidfd   int // the child's pidfd until wait closes it; -1 when none
 	out     *output
-	logFile *os.File    // nil until the first output
+	logFile *os.File // nil until the first output
 	// streamsFile is the stream record, nil until stderr output.
 	streamsFile *os.File
-	stdin   *os.File    // our end of the child's stdin
-	pipes   [2]*os.File // our ends of stdout and stderr
-	outDone chan struct{}
-	exited  chan struct{} // closed when the child has exited
-	done    chan struct{} // closed when the run is settled and forgotten
+	stdin       *os.File    // our end of the child's stdin
+	pipes       [2]*os.File // our ends of stdout and stderr
+	outDone     chan struct{}
+	exited      chan struct{} // closed when the child has exited
+	done        chan struct{} // closed when the run is settled and forgotten
 
 	mu         sync.Mutex
 	pid        int

@@ -66,7 +66,7 @@ func TestReadme_CommandsMatchHelp(t *testing.T) {
 	}
 	readme := readFile(t, filepath.Join(testkit.Root(), "README.md"))
 	var listed []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `qd ([a-z]+(?: [a-z]+)?)` \\|").FindAllStringSubmatch(readme, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `qd ([a-z][a-z-]*(?: [a-z]+)?)` \\|").FindAllStringSubmatch(readme, -1) {
 		listed = append(listed, m[1])
 	}
 	sort.Strings(help)

@@ -5,8 +5,9 @@
 # `qd run --check` validates a file and exits. Every problem is reported at
 # once as "file:line: ...", and nothing starts until the file is valid.
 #
-# Durations are strings with a unit: "500ms", "30s", "5m", "2h". A number
-# without a unit ("10") is an error, and so are zero and negative durations.
+# Durations have a unit: "500ms", "30s", "5m", "2h", "2d" (days, which
+# come first: "1d12h"). A number without a unit (10 or "10") is a number of
+# seconds, as on the command line. Zero and negative durations are errors.
 # Relative paths are relative to the directory of this file.
 
 # PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
@@ -87,8 +88,9 @@ agent "hello" {
 
   # Required. When to look for work: five cron fields (minute hour
   # day-of-month month day-of-week, in local time), a descriptor (@hourly,
-  # @daily, @weekly, @monthly, @yearly) or "@every 30s" (at least 1s), with
-  # an optional "CRON_TZ=Area/City " prefix. On each tick qd claims tasks of
+  # @daily, @weekly, @monthly, @yearly) or "@every 30s" (any duration of
+  # whole seconds, at least 1s), with an optional "CRON_TZ=Area/City "
+  # prefix. On each tick qd claims tasks of
   # this agent until `parallel` children run or none is left. A schedule that
   # never fires (30 February) is an error.
   schedule = "@every 10s"

@@ -205,17 +205,18 @@ func (d *decoder) decodeExpr(a *hcl.Attribute, dst any) bool {
 	return true
 }
 
-// dur decodes a duration string such as "30s" into dst and requires it to
-// be positive. It returns whether dst was set.
+// dur decodes a duration such as "30s", "2d" or 30 (seconds) into dst, as
+// ParseDuration reads it, and requires it to be positive. It returns
+// whether dst was set.
 func (d *decoder) dur(attrs hcl.Attributes, name, ctx string, dst *time.Duration) bool {
 	var s string
 	if !d.str(attrs, name, &s) {
 		return false
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	switch {
 	case err != nil:
-		d.at(line(attrs[name]), ctx, "%s %q is not a duration: write a number with a unit, such as \"30s\", \"5m\" or \"1h\"", name, s)
+		d.at(line(attrs[name]), ctx, "%s %q is %v", name, s, err)
 		return false
 	case v <= 0:
 		d.at(line(attrs[name]), ctx, "%s must be positive, got %q", name, s)

@@ -13,7 +13,7 @@ const namePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
 // compares every problem reported, in order. {dir} stands for the absolute
 // path of the fixture's directory.
 func TestLoad_Rejects(t *testing.T) {
-	notDur := `is not a duration: write a number with a unit, such as "30s", "5m" or "1h"`
+	notDur := `is not a duration: write a number with a unit, such as "30s", "5m", "1h" or "2d", or a number of seconds`
 	loader := "may not be set: it changes how the dynamic loader loads the agent"
 	badVar := "not a valid variable name (letters, digits and _, not starting with a digit)"
 	for _, tt := range []struct {
@@ -47,10 +47,10 @@ func TestLoad_Rejects(t *testing.T) {
 			`1: shutdown_grace must be positive, got "-1s"`,
 			`2: retention must be positive, got "0s"`,
 			`7: agent "build": lease must be positive, got "-5s"`,
-			`8: agent "build": timeout "10" ` + notDur,
+			`8: agent "build": timeout "10 s" ` + notDur,
 			`9: agent "build": stall_timeout must be positive, got "0s"`,
 			`10: agent "build": kill_grace "soon" ` + notDur,
-			`11: agent "build": retry_backoff "10" ` + notDur,
+			`11: agent "build": retry_backoff "1d-2h" ` + notDur,
 		}},
 		{"heartbeat", []string{
 			`5: agent "half": heartbeat 30s must be less than half the lease (1m0s), so that one late heartbeat does not lose the lease`,

@@ -26,8 +26,12 @@ func ParseSchedule(spec string) (sched cron.Schedule, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEvery(rest); err != nil {
+	every, err := checkEvery(spec, rest)
+	switch {
+	case err != nil:
 		return nil, err
+	case every > 0:
+		return cron.Every(every), nil
 	}
 	sched, err = cronParser.Parse(spec)
 	if err != nil {
@@ -58,22 +62,23 @@ func checkZone(spec string) (string, error) {
 	return strings.TrimSpace(rest), nil
 }
 
-// checkEvery rejects "@every" intervals robfig/cron would round up to one
-// second or truncate.
-func checkEvery(spec string) error {
-	arg, ok := strings.CutPrefix(spec, "@every")
+// checkEvery parses the interval of an "@every" schedule (0 for another
+// kind) as ParseDuration reads durations, so that "@every 1d" works, and
+// rejects what robfig/cron would round up to one second or truncate.
+func checkEvery(spec, rest string) (time.Duration, error) {
+	arg, ok := strings.CutPrefix(rest, "@every")
 	if !ok {
-		return nil
+		return 0, nil
 	}
 	arg = strings.TrimSpace(arg)
-	d, err := time.ParseDuration(arg)
+	d, err := ParseDuration(arg)
 	switch {
 	case err != nil:
-		return fmt.Errorf("schedule %q: %q is not a duration (write it like \"30s\" or \"5m\")", spec, arg)
+		return 0, fmt.Errorf("schedule %q: %q is %v", spec, arg, err)
 	case d < time.Second:
-		return fmt.Errorf("schedule %q: the interval must be at least 1s, got %q", spec, arg)
+		return 0, fmt.Errorf("schedule %q: the interval must be at least 1s, got %q", spec, arg)
 	case d%time.Second != 0:
-		return fmt.Errorf("schedule %q: the interval must be a whole number of seconds, got %q", spec, arg)
+		return 0, fmt.Errorf("schedule %q: the interval must be a whole number of seconds, got %q", spec, arg)
 	}
-	return nil
+	return d, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qd-run/qd/internal/config"
 )
 
 // parseInterleaved parses flags that may stand before, between or after the
@@ -31,9 +33,10 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// durationValue is a flag holding a duration. It accepts Go durations
-// ("90s", "1h30m") and bare numbers of seconds; zero is refused unless
-// allowZero, negatives always.
+// durationValue is a flag holding a duration, read as the config reads
+// durations (config.ParseDuration): Go durations ("90s", "1h30m"), days
+// ("2d") and bare numbers of seconds; zero is refused unless allowZero,
+// negatives always.
 type durationValue struct {
 	d         *time.Duration
 	allowZero bool
@@ -47,7 +50,7 @@ func (v durationValue) String() string {
 }
 
 func (v durationValue) Set(s string) error {
-	d, err := parseDuration(s)
+	d, err := config.ParseDuration(s)
 	if err != nil {
 		return err
 	}
@@ -56,17 +59,6 @@ func (v durationValue) Set(s string) error {
 	}
 	*v.d = d
 	return nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("not a duration (want e.g. 30s, 5m, 1h, or seconds)")
-	}
-	return d, nil
 }
 
 // durationFlag defines a positive duration flag.

@@ -43,8 +43,8 @@ func TestParseInterleaved(t *testing.T) {
 	}
 }
 
-// Ensure durations accept Go syntax and seconds, and refuse zero and
-// negatives unless zero is allowed.
+// Ensure durations accept Go syntax, days and seconds, as the config does,
+// and refuse zero and negatives unless zero is allowed.
 func TestDurationValue_Set(t *testing.T) {
 	tests := []struct {
 		in        string
@@ -56,6 +56,8 @@ func TestDurationValue_Set(t *testing.T) {
 		{"1h30m", false, 90 * time.Minute, true},
 		{"5", false, 5 * time.Second, true},
 		{"0.5", false, 500 * time.Millisecond, true},
+		{"2d", false, 48 * time.Hour, true},
+		{"1d12h", false, 36 * time.Hour, true},
 		{"0", false, 0, false},
 		{"0", true, 0, true},
 		{"-1s", true, 0, false},
@@ -149,6 +151,8 @@ func TestMain_UsageErrors(t *testing.T) {
 		{[]string{"tasks", "--state", "sleeping"}, "", `--state "sleeping"`},
 		{[]string{"prune"}, "", "--older-than is required"},
 		{[]string{"prune", "--older-than", "-1h"}, "", "--older-than"},
+		{[]string{"prune", "--older-than", "30 days"}, "", "--older-than: not a duration"},
+		{[]string{"status", "--interval", "0"}, "", "--interval: must be a positive duration"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := mainResult(t, tt.stdin, tt.args...)

@@ -27,13 +27,10 @@ daemon answers, the message names the socket it tried and the exit code is 1.
 		socket := fs.String("socket", "", "status socket `PATH` (default: the config's socket)")
 		configPath := fs.String("config", "", "config `FILE` whose socket to ask")
 		watch := fs.Bool("watch", false, "refresh the status in place until interrupted")
-		interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
+		interval := durationFlag(fs, "interval", 2*time.Second, "refresh interval with --watch")
 		return func(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
-			}
-			if *interval <= 0 {
-				return usageErrorf("status: --interval must be positive, got %s", *interval)
 			}
 			path := *socket
 			if path == "" {

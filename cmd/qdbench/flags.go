@@ -13,8 +13,8 @@ import (
 )
 
 // durationValue is the --duration flag: a Go duration ("10s", "1m30s") or
-// a bare number of seconds, as everywhere in qd; zero and negatives are
-// refused.
+// a bare number of seconds, as in qd (which also takes days, of no use for
+// a measurement); zero and negatives are refused.
 type durationValue struct{ d *time.Duration }
 
 func (v durationValue) String() string {

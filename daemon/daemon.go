@@ -225,16 +225,6 @@ func secondSignal(sigs <-chan os.Signal, hurry chan<- struct{}, logger hclog.Log
 	}
 }
 
-// newLogger logs to out, which must never block (see logsink).
-func newLogger(out io.Writer, conf *config.Config) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:       "qd",
-		Level:      hclog.LevelFromString(conf.LogLevel),
-		JSONFormat: conf.LogFormat == "json",
-		Output:     out,
-	})
-}
-
 func newInstance() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

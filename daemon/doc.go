@@ -33,7 +33,8 @@
 //     the daemon and a database outage does not.
 //
 // Nothing on the lease path waits on the log: the log goes through
-// internal/logsink. The package may import the backends (pg for its schema
+// internal/logsink. The logger (logger.go) writes durations as text
+// ("30s"), in JSON as in text. The package may import the backends (pg for its schema
 // check and name registry, used only when the queue has them), and must not
 // import cmd/qd.
 package daemon

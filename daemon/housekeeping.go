@@ -69,26 +69,38 @@ func (d *daemon) prune(ctx context.Context, older time.Duration) {
 // Prune deletes the tasks finished more than older ago with their runs,
 // then the runs' log files under stateDir (none when stateDir is empty),
 // and counts the files removed. It is the one way history is pruned: by
-// the daemon's retention and by `qd prune`. With dryRun it only counts.
-// A log file that cannot be removed is an error naming its run; the rows
-// are gone by then.
+// the daemon's retention and by `qd prune`. With dryRun it deletes nothing
+// and counts the rows and the log files it would delete. A log file that
+// cannot be removed is an error naming its run; the rows are gone by then.
 func Prune(ctx context.Context, q lease.Provider, stateDir string, older time.Duration, dryRun bool) (res lease.PruneResult, logs int, err error) {
 	res, err = q.Prune(ctx, older, dryRun)
-	if err != nil || dryRun || stateDir == "" {
+	if err != nil || stateDir == "" {
 		return res, 0, err
+	}
+	remove, verb := os.Remove, "remove"
+	if dryRun {
+		remove, verb = exists, "find"
 	}
 	var errs []error
 	for _, id := range res.RunIDs {
-		_ = os.Remove(supervisor.StreamsPath(stateDir, id))
-		err := os.Remove(supervisor.LogPath(stateDir, id))
+		if !dryRun {
+			_ = os.Remove(supervisor.StreamsPath(stateDir, id))
+		}
+		err := remove(supervisor.LogPath(stateDir, id))
 		switch {
 		case err == nil:
 			logs++
 		case !errors.Is(err, os.ErrNotExist):
-			errs = append(errs, fmt.Errorf("remove log of run %d: %w", id, err))
+			errs = append(errs, fmt.Errorf("%s log of run %d: %w", verb, id, err))
 		}
 	}
 	return res, logs, errors.Join(errs...)
+}
+
+// exists is os.Remove for a dry run: it reports what removing path would.
+func exists(path string) error {
+	_, err := os.Lstat(path)
+	return err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

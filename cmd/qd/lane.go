@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -77,11 +78,30 @@ func setupLaneSet(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
+		if l, err = withCounts(ctx, prov, l); err != nil {
+			return err
+		}
 		if env.wantJSON() {
 			return writeJSON(env.Stdout, toLaneJSON(l))
 		}
 		return writeLanes(env, []lease.Lane{l})
 	}
+}
+
+// withCounts returns the lane l just set as `qd lane list` shows it, with
+// its running and queued counts and its oldest queued task, which SetLane
+// does not return.
+func withCounts(ctx context.Context, prov lease.Provider, l lease.Lane) (lease.Lane, error) {
+	lanes, err := prov.Lanes(ctx)
+	if err != nil {
+		return l, fmt.Errorf("lane %s is set, but listing it failed: %w", l.Name, err)
+	}
+	for _, got := range lanes {
+		if got.Name == l.Name {
+			return got, nil
+		}
+	}
+	return l, nil
 }
 
 func runLaneList(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/term"
 )
 
-// isTerminal reports whether w is a character device such as a terminal.
+// isTerminal reports whether w is a terminal. A character device is not
+// enough: /dev/null is one, and output sent there is a script's.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // wantJSON reports whether a listing prints JSON: on --json, or when stdout

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -55,7 +56,29 @@ func exitCode(err error) int {
 // suggest returns the name closest to s by edit distance, or "" when none is
 // close enough to be a likely typo.
 func suggest(s string, names []string) string {
-	best, bestDist := "", len(s)/2+2
+	return closest(s, names, len(s)/2+2)
+}
+
+// suggestFlag returns the flag name s likely meant: the one name it begins,
+// else the closest within a third of its length (flags are short, and a
+// wrong guess is worse than none), or "".
+func suggestFlag(s string, names []string) string {
+	var begun []string
+	for _, n := range names {
+		if strings.HasPrefix(n, s) {
+			begun = append(begun, n)
+		}
+	}
+	if len(begun) == 1 {
+		return begun[0]
+	}
+	return closest(s, names, max(1, len(s)/3)+1)
+}
+
+// closest returns the name nearest to s by edit distance if it is nearer
+// than bound, else "".
+func closest(s string, names []string, bound int) string {
+	best, bestDist := "", bound
 	for _, n := range names {
 		if d := editDistance(s, n); d < bestDist {
 			best, bestDist = n, d

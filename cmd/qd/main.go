@@ -95,6 +95,9 @@ func dispatch(ctx context.Context, env *Env, args []string) error {
 	case "help", "-h", "-help", "--help":
 		return runHelp(env.Stdout, args[1:])
 	}
+	if strings.HasPrefix(args[0], "-") {
+		return unknownFlag(args[0])
+	}
 	cmd, rest, err := findCommand(args)
 	if err != nil {
 		return err
@@ -154,6 +157,35 @@ func unknownCommand(name string) error {
 	return usageErrorf("unknown command %q (see qd help)", name)
 }
 
+// unknownFlag refuses a flag given before any command, such as --version,
+// and points at the command it likely meant.
+func unknownFlag(arg string) error {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	names := make([]string, 0, len(commands))
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	if s := suggest(name, names); s != "" && name != "" {
+		return usageErrorf("unknown flag %q; did you mean %q? (see qd help)", arg, "qd "+s)
+	}
+	return usageErrorf("unknown flag %q: a command comes first, its flags after it (see qd help)", arg)
+}
+
+// flagHint ends the flag package's "flag provided but not defined" with the
+// flag of cmd that was likely meant, as unknownCommand does for commands.
+func flagHint(fs *flag.FlagSet, cmd *command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s := suggestFlag(name, names); s != "" {
+		return fmt.Sprintf("; did you mean --%s? (see qd help %s)", s, cmd.name)
+	}
+	return fmt.Sprintf(" (see qd help %s)", cmd.name)
+}
+
 // execCommand parses the flags of cmd from args and runs it.
 func execCommand(ctx context.Context, env *Env, cmd *command, args []string) error {
 	fs := newFlagSet(cmd, env)
@@ -164,7 +196,7 @@ func execCommand(ctx context.Context, env *Env, cmd *command, args []string) err
 		return nil
 	}
 	if err != nil {
-		return usageErrorf("%s: %s", cmd.name, dashdash(err.Error()))
+		return usageErrorf("%s: %s%s", cmd.name, dashdash(err.Error()), flagHint(fs, cmd, err))
 	}
 	return run(ctx, env, fs, pos)
 }
@@ -175,7 +207,7 @@ func dashdash(msg string) string {
 	return flagName.ReplaceAllString(msg, "$1--$2")
 }
 
-var flagName = regexp.MustCompile(`(flag |: )-([a-z])`)
+var flagName = regexp.MustCompile(`(flag |: |for )-([a-z])`)
 
 func newFlagSet(cmd *command, env *Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("qd "+cmd.name, flag.ContinueOnError)

@@ -112,6 +112,27 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+// Ensure a mistyped flag gets the flag it begins or one a letter or two
+// away, and no guess when none is that close.
+func TestSuggestFlag(t *testing.T) {
+	names := []string{"lane", "agent", "state", "limit", "json", "db", "config", "older-than", "dry-run"}
+	tests := []struct{ in, want string }{
+		{"stat", "state"},
+		{"agnet", "agent"},
+		{"older", "older-than"},
+		{"jsno", "json"},
+		{"dry", "dry-run"},
+		{"colour", ""},
+		{"l", ""}, // begins lane and limit
+		{"x", ""},
+	}
+	for _, tt := range tests {
+		if got := suggestFlag(tt.in, names); got != tt.want {
+			t.Errorf("suggestFlag(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 // mainResult runs Main with no database behind the URL: a command that gets
 // as far as opening one fails with exit 1 and "unknown scheme".
 func mainResult(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -135,6 +156,8 @@ func TestMain_UsageErrors(t *testing.T) {
 		{[]string{"complete", "1", "2"}, "", "too many arguments"},
 		{[]string{"complete", "abc"}, "", `run id "abc" is not a positive integer`},
 		{[]string{"complete", "1", "--bogus"}, "", "flag provided but not defined: --bogus"},
+		{[]string{"tasks", "--stat", "failed"}, "", "did you mean --state?"},
+		{[]string{"--version"}, "", `did you mean "qd version"?`},
 		{[]string{"heartbeat", "1", "--lease", "0s"}, "", "--lease: must be a positive duration"},
 		{[]string{"fail", "1", "--retry-in=-5s"}, "", "--retry-in: must be a positive duration"},
 		{[]string{"claim", "--wait", "-1"}, "", "--wait"},

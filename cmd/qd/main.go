@@ -37,6 +37,7 @@ var commands = []*command{
 	daemonCommand,
 	statusCommand,
 	versionCommand,
+	completionCommand,
 }
 
 // command is one subcommand of qd.
@@ -94,6 +95,8 @@ func dispatch(ctx context.Context, env *Env, args []string) error {
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		return runHelp(env.Stdout, args[1:])
+	case completeHelper:
+		return runComplete(ctx, env, args[1:])
 	}
 	if strings.HasPrefix(args[0], "-") {
 		return unknownFlag(args[0])

@@ -40,8 +40,10 @@ log_level = "info"
 # "text" for people, "json" for log collectors. Default: "text".
 log_format = "text"
 
-# On SIGTERM or SIGINT, how long running children get to finish before they
-# are killed and their runs abandoned. A second signal skips the wait.
+# On SIGTERM or SIGINT, qd stops claiming and sends SIGTERM to every child's
+# process group at once; this is how long the children then have to exit
+# before SIGKILL. The runs of children that did not exit 0 are abandoned
+# without counting the attempt. A second signal skips the wait.
 # Default: "30s".
 shutdown_grace = "30s"
 
@@ -118,8 +120,8 @@ agent "hello" {
   # $QD_RUN_ID` also counts as progress. Default: unset, none.
   # stall_timeout = "10m"
 
-  # Between SIGTERM and SIGKILL, on timeout, stall or shutdown.
-  # Default: "10s".
+  # Between SIGTERM and SIGKILL, on timeout, stall or cancel. On shutdown
+  # the children have shutdown_grace instead. Default: "10s".
   kill_grace = "10s"
 
   # Delay before the retry of a failed attempt, doubled after each further

@@ -18,8 +18,11 @@ var daemonCommand = &command{
 	usage:   "[--config FILE] [--check]",
 	help: `Runs the daemon in the foreground: on each tick of an agent's schedule it
 claims that agent's tasks, runs each as a child process, heartbeats the lease
-for it and settles the run by the child's exit status. SIGTERM or SIGINT
-drains (a second signal skips the grace); SIGHUP reloads the config.
+for it and settles the run by the child's exit status.
+
+SIGTERM or SIGINT stops claiming and sends SIGTERM to every child's process
+group at once; the children have shutdown_grace to exit, then get SIGKILL
+(a second signal skips the wait). SIGHUP reloads the config.
 
 Without --config the first existing file of $QD_CONFIG, ./qd.hcl,
 ~/.config/qd/qd.hcl and /etc/qd/qd.hcl is used; when there is none the

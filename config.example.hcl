@@ -92,9 +92,12 @@ agent "hello" {
   # day-of-month month day-of-week, in local time), a descriptor (@hourly,
   # @daily, @weekly, @monthly, @yearly) or "@every 30s" (any duration of
   # whole seconds, at least 1s), with an optional "CRON_TZ=Area/City "
-  # prefix. On each tick qd claims tasks of
-  # this agent until `parallel` children run or none is left. A schedule that
-  # never fires (30 February) is an error.
+  # prefix. On each tick qd claims tasks of this agent until `parallel`
+  # children run or none is left; a tick with no task queued does nothing.
+  # So this is when qd looks for the agent's work, not a timetable of runs:
+  # to run the agent on a timetable, add a periodic block (below) that
+  # enqueues its tasks. A schedule that never fires (30 February) is an
+  # error.
   schedule = "@every 10s"
 
   # Lanes this agent takes tasks from. Default: [] (any lane).
@@ -152,7 +155,9 @@ agent "progress" {
 }
 
 # Enqueue a task on a schedule, exactly once per tick even when several
-# daemons share the database. The last tick is kept in the database.
+# daemons share the database: this is what runs an agent on a timetable.
+# The task runs at its agent's next tick. The last tick is kept in the
+# database.
 periodic "hourly-hello" {
   # Required. Same forms as an agent's schedule.
   schedule = "@hourly"

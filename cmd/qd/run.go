@@ -18,7 +18,8 @@ var daemonCommand = &command{
 	usage:   "[--config FILE] [--check]",
 	help: `Runs the daemon in the foreground: on each tick of an agent's schedule it
 claims that agent's tasks, runs each as a child process, heartbeats the lease
-for it and settles the run by the child's exit status.
+for it and settles the run by the child's exit status. A tick with no task
+queued does nothing; periodic blocks enqueue tasks on a timetable.
 
 SIGTERM or SIGINT stops claiming and sends SIGTERM to every child's process
 group at once; the children have shutdown_grace to exit, then get SIGKILL

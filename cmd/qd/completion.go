@@ -5,6 +5,7 @@ import (
 	"embed"
 	"flag"
 	"io"
+	"slices"
 )
 
 // completionScripts are the scripts `qd completion SHELL` prints. Each is
@@ -38,7 +39,7 @@ func runCompletion(_ context.Context, env *Env, _ *flag.FlagSet, args []string) 
 	if len(args) != 1 {
 		return usageErrorf("completion: want one shell argument (bash, zsh or fish), got %d", len(args))
 	}
-	if !oneOf(args[0], shells) {
+	if !slices.Contains(shells, args[0]) {
 		return usageErrorf("completion: no script for shell %q (want bash, zsh or fish)", args[0])
 	}
 	f, err := completionScripts.Open("completions/qd." + args[0])

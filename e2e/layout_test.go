@@ -12,8 +12,8 @@ const module = "github.com/qd-run/qd/"
 
 // Ensure the import rules of docs/architecture.md hold: the domain imports
 // no backend, supervisor and scheduler see only the lease interface, the
-// socket API imports nothing of qd, nothing imports a command, and the qd
-// binary does not link the benchmark.
+// socket API and the private cluster import nothing of qd, nothing imports
+// a command, and the qd binary does not link the benchmark.
 func TestLayout_Imports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../...").Output()
 	if err != nil {
@@ -39,6 +39,7 @@ func TestLayout_Imports(t *testing.T) {
 		"pg":               {"lease"},
 		"api":              {},
 		"internal/logsink": {},
+		"internal/localpg": {},
 		"supervisor":       {"lease"},
 		"scheduler":        {"lease"},
 		"backend":          {"lease", "pg"},
@@ -60,6 +61,13 @@ func TestLayout_Imports(t *testing.T) {
 				t.Errorf("%s imports the command %s", pkg, imp)
 			}
 		}
+	}
+	pgimports, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "../internal/localpg").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if strings.Contains(string(pgimports), "jackc/pgx") {
+		t.Error("internal/localpg imports a database driver; it runs the PostgreSQL binaries and reads their files")
 	}
 	deps, err := exec.Command("go", "list", "-deps", "../cmd/qd").Output()
 	if err != nil {

@@ -35,9 +35,13 @@ type Options struct {
 	URL   string
 	// Stderr receives the log, through a queue that never blocks.
 	Stderr io.Writer
-	// Note is logged first (where the config came from, when no file was).
-	Note    string
-	Version string
+	// Note is logged first (where the config came from, when no file was),
+	// then Notes, then Warnings as warnings: what the command learnt before
+	// the log existed, such as the start of a private database.
+	Note     string
+	Notes    []string
+	Warnings []string
+	Version  string
 	// Signals delivers SIGINT, SIGTERM, SIGHUP and SIGPIPE. When nil the
 	// daemon subscribes to them itself.
 	Signals <-chan os.Signal
@@ -79,6 +83,12 @@ func Run(ctx context.Context, o Options) error {
 	logger := newLogger(logOut, conf)
 	if o.Note != "" {
 		logger.Info(o.Note)
+	}
+	for _, n := range o.Notes {
+		logger.Info(n)
+	}
+	for _, w := range o.Warnings {
+		logger.Warn(w)
 	}
 	queue := o.Queue
 	if queue == nil {

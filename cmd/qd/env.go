@@ -9,7 +9,6 @@ import (
 	"github.com/qd-run/qd/backend"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
-	"github.com/qd-run/qd/pg"
 )
 
 // Env is what a command may use of the outside world.
@@ -26,6 +25,9 @@ type Env struct {
 
 	provider lease.Provider
 	conf     *config.Config
+	// notes, when not nil, collects what the private cluster has to say
+	// instead of stderr: the daemon logs it.
+	notes *[]string
 }
 
 func newEnv(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *Env {
@@ -37,7 +39,7 @@ func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
 	if e.provider != nil {
 		return e.provider, nil
 	}
-	url, err := e.URL()
+	url, err := e.URL(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +71,19 @@ func (e *Env) Close() {
 }
 
 // URL resolves the database URL: --db, then $QD_DATABASE_URL, then the
-// config file's database attribute, then the local server the way psql
-// finds it.
-func (e *Env) URL() (string, error) {
+// config file's database attribute, then the private cluster under the
+// state directory, started when it is not running.
+func (e *Env) URL(ctx context.Context) (string, error) {
+	url, err := e.configuredURL()
+	if err != nil || url != "" {
+		return url, err
+	}
+	return e.privateURL(ctx)
+}
+
+// configuredURL is the URL --db, $QD_DATABASE_URL or the config file
+// names, or "" when none does.
+func (e *Env) configuredURL() (string, error) {
 	if e.DatabaseURL != "" {
 		return e.DatabaseURL, nil
 	}
@@ -82,10 +94,7 @@ func (e *Env) URL() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if conf.Database != "" {
-		return conf.Database, nil
-	}
-	return pg.LocalURL(e.Getenv), nil
+	return conf.Database, nil
 }
 
 // configPath is the config file Config reads, "" when there is none.

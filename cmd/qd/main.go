@@ -34,6 +34,9 @@ var commands = []*command{
 	cancelCommand,
 	retryCommand,
 	pruneCommand,
+	dbStartCommand,
+	dbStatusCommand,
+	dbStopCommand,
 	daemonCommand,
 	statusCommand,
 	versionCommand,
@@ -216,7 +219,7 @@ func newFlagSet(cmd *command, env *Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("qd "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if cmd.db {
-		fs.StringVar(&env.DatabaseURL, "db", "", "database `URL` (default: $QD_DATABASE_URL, then the config file, then the local server like psql)")
+		fs.StringVar(&env.DatabaseURL, "db", "", "database `URL` (default: $QD_DATABASE_URL, then the config file, then the private cluster in state_dir/pg)")
 		fs.StringVar(&env.ConfigPath, "config", "", "config `FILE` (default: $QD_CONFIG, ./qd.hcl, ~/.config/qd/qd.hcl, /etc/qd/qd.hcl)")
 	}
 	if cmd.json {

@@ -35,7 +35,7 @@ func runMigrate(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) e
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	raw, err := env.URL()
+	raw, err := env.URL(ctx)
 	if err != nil {
 		return err
 	}

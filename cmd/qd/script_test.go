@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/qd-run/qd/internal/localpg"
 	"github.com/qd-run/qd/internal/testkit"
 
 	"github.com/jackc/pgx/v5"
@@ -60,8 +63,9 @@ func TestScripts(t *testing.T) {
 			})
 			db := fmt.Sprintf("qdcli_db_%d_%d", os.Getpid(), schemaSeq.Add(1))
 			e.Setenv("QD_TEST_NEWDB", db)
+			e.Setenv("QD_TEST_NEWDB_URL", withDatabase(base, db))
 			e.Defer(func() { dropDatabase(t, base, db) })
-			return nil
+			return privateState(t, e)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"qdexit": cmdQDExit,
@@ -92,6 +96,41 @@ func cmdQDExit(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Logf("stdout:\n%s\nstderr:\n%s", ts.ReadFile("stdout"), ts.ReadFile("stderr"))
 		ts.Fatalf("qd %s: exit %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
+}
+
+// withDatabase is base naming database db instead.
+func withDatabase(base, db string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	u.Path = "/" + db
+	return u.String()
+}
+
+// privateState gives a script a short state directory of its own for a
+// private cluster, in $QD_PRIVATE_STATE (scripts set STATE_DIRECTORY to
+// it), and stops the cluster a script started there when it ends. The
+// directory can be passed through by the cluster's owner when the tests
+// run as root.
+func privateState(t *testing.T, e *testscript.Env) error {
+	dir, err := os.MkdirTemp("", "qds")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	e.Setenv("QD_PRIVATE_STATE", dir)
+	e.Defer(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := localpg.New(filepath.Join(dir, "pg"), localpg.Options{}).Stop(ctx, localpg.Immediate); err != nil {
+			t.Errorf("stop the private cluster of %s: %v", e.WorkDir, err)
+		}
+		os.RemoveAll(dir)
+	})
+	return nil
 }
 
 // dropDatabase removes a database a script may have made qd migrate create.

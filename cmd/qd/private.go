@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/qd-run/qd/backend"
+	"github.com/qd-run/qd/internal/localpg"
+)
+
+// privateCluster is the cluster qd uses when no database is configured:
+// state_dir/pg, state_dir being the config's or its default
+// ($XDG_STATE_HOME/qd, /var/lib/qd for root). Its first start applies the
+// schema, so that it is ready for any command.
+func (e *Env) privateCluster() (*localpg.Cluster, error) {
+	conf, err := e.Config()
+	if err != nil {
+		return nil, err
+	}
+	return localpg.New(filepath.Join(conf.StateDir, "pg"), localpg.Options{Getenv: e.Getenv, Setup: migrateSchema}), nil
+}
+
+// privateURL starts the private cluster when it is not running and
+// returns its URL, saying what it did when it did something.
+func (e *Env) privateURL(ctx context.Context) (string, error) {
+	c, err := e.privateCluster()
+	if err != nil {
+		return "", err
+	}
+	r, err := c.Start(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case r.Created:
+		e.note(fmt.Sprintf("made a private PostgreSQL %s cluster in %s and started it (see qd db status)", r.Version, c.Dir()))
+	case r.Started:
+		e.note(fmt.Sprintf("started the private PostgreSQL %s in %s", r.Version, c.Dir()))
+	}
+	return r.URL, nil
+}
+
+// note tells the user about the private cluster: on stderr, or in the
+// daemon's log when the daemon collects notes.
+func (e *Env) note(msg string) {
+	if e.notes != nil {
+		*e.notes = append(*e.notes, msg)
+		return
+	}
+	fmt.Fprintf(e.Stderr, "qd: %s\n", msg)
+}
+
+// migrateSchema applies the queue's schema to a new private cluster.
+func migrateSchema(ctx context.Context, url string) error {
+	p, err := backend.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if m, ok := p.(migrator); ok {
+		return m.Migrate(ctx)
+	}
+	return nil
+}

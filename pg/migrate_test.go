@@ -106,23 +106,3 @@ func TestOpen_Errors(t *testing.T) {
 		t.Errorf("Ping of an unreachable database: %v; want an error without the password", err)
 	}
 }
-
-// Ensure the URL of last resort names database qd, or $PGDATABASE, on the
-// server psql would reach.
-func TestLocalURL(t *testing.T) {
-	tests := []struct{ pgdatabase, want string }{
-		{"", "postgres:///qd"},
-		{"jobs", "postgres:///jobs"},
-	}
-	for _, tt := range tests {
-		getenv := func(k string) string {
-			if k == "PGDATABASE" {
-				return tt.pgdatabase
-			}
-			return ""
-		}
-		if got := pg.LocalURL(getenv); got != tt.want {
-			t.Errorf("LocalURL with PGDATABASE=%q = %q, want %q", tt.pgdatabase, got, tt.want)
-		}
-	}
-}

@@ -117,18 +117,6 @@ func splitSchema(rawURL string) (string, string, error) {
 	return u.String(), schema, nil
 }
 
-// LocalURL names the database qd (or $PGDATABASE) on the server psql would
-// reach: pgx fills host, port and user from PGHOST, PGPORT and PGUSER, and
-// without PGHOST uses the local unix socket (/var/run/postgresql, /tmp).
-// It is the URL of last resort when nothing else names one.
-func LocalURL(getenv func(string) string) string {
-	db := getenv("PGDATABASE")
-	if db == "" {
-		db = "qd"
-	}
-	return "postgres:///" + db
-}
-
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 func nullString(s string) *string {

@@ -4,8 +4,9 @@
 // to stderr. docs/performance.md says what it measures and how to read it;
 // docs/cli.md lists its flags.
 //
-// The database is --db, else $QD_DATABASE_URL, else the server psql would
-// reach (pg.LocalURL); qdbench reads no config file. The end-to-end and
+// The database is --db, else $QD_DATABASE_URL; with neither it exits 2: it
+// never falls back to qd's private cluster, since it creates and drops
+// databases of its own. qdbench reads no config file. The end-to-end and
 // idle parts run a qd binary as a daemon: --qd, else the qd next to this
 // executable, else the first qd in PATH.
 //

@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/bench"
-	"github.com/qd-run/qd/pg"
 )
 
 const usage = "qdbench [--db URL] [--size small|full] [--duration D] [--out FILE] [--json] [--qd BINARY]"
@@ -69,7 +68,7 @@ type Command struct {
 func (c *Command) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("qdbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.DatabaseURL, "db", "", "database `URL` (default: $QD_DATABASE_URL, then the local server like psql)")
+	fs.StringVar(&c.DatabaseURL, "db", "", "database `URL` (default: $QD_DATABASE_URL; one of them is required)")
 	fs.StringVar(&c.Size, "size", "small", "bench `SIZE`: "+strings.Join(bench.Sizes(), " or "))
 	fs.Var(durationValue{&c.Duration}, "duration", "length of each timed measurement (default: the size's)")
 	fs.StringVar(&c.Out, "out", "", "also write the JSON report to `FILE`")
@@ -100,6 +99,12 @@ func Run(ctx context.Context, args []string, env *Env) error {
 	if err != nil {
 		return err
 	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = env.Getenv("QD_DATABASE_URL")
+	}
+	if c.DatabaseURL == "" {
+		return usageErrorf("no database to measure in: give --db URL or set QD_DATABASE_URL (qdbench creates and drops databases, so it never falls back to qd's private cluster)")
+	}
 	return c.run(ctx, env, qd)
 }
 
@@ -107,12 +112,6 @@ func Run(ctx context.Context, args []string, env *Env) error {
 // the part measured before an error.
 func (c *Command) run(ctx context.Context, env *Env, qd string) error {
 	url := c.DatabaseURL
-	if url == "" {
-		url = env.Getenv("QD_DATABASE_URL")
-	}
-	if url == "" {
-		url = pg.LocalURL(env.Getenv)
-	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: env.Stderr, Level: hclog.Info})
 	logger.Info("daemon binary", "path", qd)
 	r, runErr := bench.Run(ctx, bench.Options{DatabaseURL: url, Size: c.Size, Duration: c.Duration, Logger: logger, QD: qd})

@@ -100,3 +100,16 @@ func TestRun_Failure(t *testing.T) {
 		t.Errorf("stdout = %q, want the report's header", out)
 	}
 }
+
+// Ensure qdbench without --db or QD_DATABASE_URL exits 2 before it runs
+// anything, rather than measuring in some default database.
+func TestRun_NoDatabase(t *testing.T) {
+	env, out, _ := MustEnv(t)
+	err := Run(context.Background(), nil, env)
+	if exitCode(err) != ExitUsage || err == nil || !strings.Contains(err.Error(), "give --db URL or set QD_DATABASE_URL") {
+		t.Errorf("got exit %d, %v; want exit 2 naming --db and QD_DATABASE_URL", exitCode(err), err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("stdout = %q, want nothing", out)
+	}
+}

@@ -11,8 +11,9 @@
 # Relative paths are relative to the directory of this file.
 
 # PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
-# neither and no database here, qd connects the way psql does (the PG*
-# variables, then the local unix socket) to the database "qd". Add
+# neither and no database here, qd uses a private PostgreSQL cluster of its
+# own in state_dir/pg, made and started on first use, on a unix socket only
+# (docs/database.md; not under systemd, which kills it with the unit). Add
 # ?schema=NAME to keep the queue in another schema than "qd". Prefer a
 # password in ~/.pgpass (or $PGPASSFILE) over one in this file; qd never
 # prints it.
@@ -29,7 +30,8 @@ database = "postgres://qd@localhost:5432/qd?sslmode=disable"
 # else /run/qd/qd.sock when run by systemd; else $TMPDIR/qd-UID/qd.sock.
 # socket = "/run/qd/qd.sock"
 
-# Run logs and the records of running children. Default: $STATE_DIRECTORY
+# Run logs, the records of running children, and the private PostgreSQL
+# cluster (pg/) when no database is set. Default: $STATE_DIRECTORY
 # (set by systemd's StateDirectory=); else /var/lib/qd for root; else
 # $XDG_STATE_HOME/qd (~/.local/state/qd).
 # state_dir = "/var/lib/qd"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -22,8 +23,13 @@ func (e *Env) privateCluster() (*localpg.Cluster, error) {
 }
 
 // privateURL starts the private cluster when it is not running and
-// returns its URL, saying what it did when it did something.
+// returns its URL, saying what it did when it did something. Inside an
+// agent it refuses: the agent's environment is not its daemon's, so it
+// would make a cluster of its own rather than find the daemon's queue.
 func (e *Env) privateURL(ctx context.Context) (string, error) {
+	if e.Getenv("QD_SOCKET") != "" {
+		return "", errors.New("no database for this command: inside an agent (QD_SOCKET set) qd reaches its daemon's queue through the socket, for enqueue, run-now and heartbeat; set QD_DATABASE_URL to use a database directly")
+	}
 	c, err := e.privateCluster()
 	if err != nil {
 		return "", err

@@ -40,6 +40,7 @@ func TestLayout_Imports(t *testing.T) {
 		"api":              {},
 		"internal/logsink": {},
 		"internal/localpg": {},
+		"notify":           {"lease"},
 		"supervisor":       {"lease"},
 		"scheduler":        {"lease"},
 		"backend":          {"lease", "pg"},

@@ -299,9 +299,17 @@ func TestDaemon_RestartAbandonsEarlier(t *testing.T) {
 	if r, _ := q.Run(ctx, twin.RunID); r.State != lease.RunRunning {
 		t.Errorf("the same-name twin's live run is %s, want running", r.State)
 	}
-	b, _ := os.ReadFile(filepath.Join(state, "incarnations"))
-	if lines := strings.Fields(string(b)); len(lines) != 2 || lines[0] != "d1" || lines[1] == "old" {
-		t.Errorf("incarnations after the restart: %q, want this daemon's alone", b)
+	// The list is rewritten once the abandon has returned: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, _ := os.ReadFile(filepath.Join(state, "incarnations"))
+		lines := strings.Fields(string(b))
+		if len(lines) == 2 && lines[0] == "d1" && lines[1] != "old" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("incarnations after the restart: %q, want this daemon's alone", b)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	conf, err := config.Load(filepath.Join(dir, "qd.hcl"))

@@ -1,7 +1,9 @@
 package pg_test
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +17,9 @@ import (
 )
 
 // oldMigrations holds the migrations as qd shipped them up to version 4,
-// when they still created and altered the functions themselves.
+// when they still created and altered the functions themselves: frozen
+// history, kept gzipped (byte for byte as shipped) so that pg/ holds each
+// function's definition in one readable place only, functions/.
 const oldMigrations = "testdata/migrations-v4"
 
 // Ensure a schema an older qd made at any version upgrades to exactly the
@@ -98,13 +102,13 @@ func MustOldSchema(tb testing.TB, upTo int) (string, string) {
 	if err != nil {
 		tb.Fatalf("create schema %s: %v", schema, err)
 	}
-	files, err := filepath.Glob(filepath.Join(oldMigrations, "*.sql"))
+	files, err := filepath.Glob(filepath.Join(oldMigrations, "*.sql.gz"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	expand := strings.NewReplacer("{{schema}}", q, "{{lockspace}}", strconv.Itoa(int(pg.LaneLockSpace)))
 	for _, f := range files {
-		name := filepath.Base(f)
+		name := strings.TrimSuffix(filepath.Base(f), ".gz")
 		num, _, _ := strings.Cut(name, "_")
 		v, err := strconv.Atoi(num)
 		if err != nil {
@@ -113,10 +117,7 @@ func MustOldSchema(tb testing.TB, upTo int) (string, string) {
 		if v > upTo {
 			break
 		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		b := mustGunzip(tb, f)
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, expand.Replace(string(b))); err != nil {
 				return err
@@ -199,4 +200,23 @@ func MustSameDump(tb testing.TB, want, got []string) {
 		tb.Errorf("schema differs from a fresh one (%d lines, want %d)\nmissing:\n%s\nextra:\n%s",
 			len(got), len(want), strings.Join(missing, "\n---\n"), strings.Join(extra, "\n---\n"))
 	}
+}
+
+// mustGunzip reads the gzipped file at path.
+func mustGunzip(tb testing.TB, path string) []byte {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	return b
 }

@@ -158,8 +158,9 @@ agent "progress" {
 
 # Enqueue a task on a schedule, exactly once per tick even when several
 # daemons share the database: this is what runs an agent on a timetable.
-# The task runs at its agent's next tick. The last tick is kept in the
-# database.
+# The daemon that enqueued the task claims it at once when it runs the
+# agent; a daemon elsewhere, at the agent's next tick. The last tick is kept
+# in the database.
 periodic "hourly-hello" {
   # Required. Same forms as an agent's schedule.
   schedule = "@hourly"

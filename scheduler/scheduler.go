@@ -397,6 +397,7 @@ func (s *Scheduler) tick(ctx context.Context, p Periodic, tick time.Time) {
 		s.logger.Warn("periodic enqueue failed", "periodic", p.Name, "tick", tick, "error", err)
 	case ok:
 		s.logger.Debug("periodic enqueued", "periodic", p.Name, "tick", tick)
+		s.Wake(p.Task.Agent) // runs at once when this daemon runs the agent
 	}
 }
 

@@ -276,3 +276,15 @@ func TestScheduler_ReloadDuringClaim(t *testing.T) {
 	close(hold)
 	waitFor(t, 5*time.Second, "ticks after the reload to claim the other two tasks", func() bool { return r.Started() == 3 })
 }
+
+// Ensure a periodic task for an agent this scheduler runs is claimed at
+// once, not at the agent's next tick an hour away.
+func TestScheduler_PeriodicWakesAgent(t *testing.T) {
+	q := memlease.New()
+	r := &Runner{}
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Owner: "test"})
+	s.Set([]scheduler.Agent{{Name: "nightly", Schedule: onceAt{time.Now().Add(time.Hour)}, Parallel: 1, Lease: time.Minute}},
+		[]scheduler.Periodic{{Name: "p", Schedule: MustSchedule(t, "@every 1s"), Task: lease.EnqueueParams{Lane: "l", Agent: "nightly"}}})
+	start(t, s)
+	waitFor(t, 5*time.Second, "the periodic task to be claimed at once", func() bool { return r.Started() >= 1 })
+}

@@ -42,15 +42,10 @@ func (d *daemon) Wake(ctx context.Context, agent string) error {
 
 // agentList names the agents of the config in force.
 func (d *daemon) agentList() string {
-	conf := d.config()
-	if len(conf.Agents) == 0 {
-		return "no agents"
+	if names := agentNames(d.config()); len(names) > 0 {
+		return strings.Join(names, ", ")
 	}
-	names := make([]string, len(conf.Agents))
-	for i, a := range conf.Agents {
-		names[i] = a.Name
-	}
-	return strings.Join(names, ", ")
+	return "no agents"
 }
 
 // Enqueue is POST /v1/tasks: a task added to this daemon's queue, usually

@@ -183,26 +183,20 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		http.Error(w, "run id must be a positive integer", http.StatusBadRequest)
+	id, ok := pathID(w, r, "run")
+	if !ok {
 		return
 	}
 	if err := s.d.Progress(r.Context(), id); err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrUnknownRun) {
-			code = http.StatusNotFound
-		}
-		http.Error(w, err.Error(), code)
+		fail(w, err, ErrUnknownRun, http.StatusNotFound)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		http.Error(w, "task id must be a positive integer", http.StatusBadRequest)
+	id, ok := pathID(w, r, "task")
+	if !ok {
 		return
 	}
 	run, err := s.d.CancelTask(r.Context(), id)
@@ -215,11 +209,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 	if err := s.d.Wake(r.Context(), r.PathValue("name")); err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrUnknownAgent) {
-			code = http.StatusNotFound
-		}
-		http.Error(w, err.Error(), code)
+		fail(w, err, ErrUnknownAgent, http.StatusNotFound)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -235,14 +225,29 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.d.Enqueue(r.Context(), req)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrBadRequest) {
-			code = http.StatusBadRequest
-		}
-		http.Error(w, err.Error(), code)
+		fail(w, err, ErrBadRequest, http.StatusBadRequest)
 		return
 	}
 	s.writeJSON(w, res)
+}
+
+// pathID reads the positive id in the request's path, or answers 400 naming
+// what it is the id of.
+func pathID(w http.ResponseWriter, r *http.Request, of string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		http.Error(w, of+" id must be a positive integer", http.StatusBadRequest)
+		return 0, false
+	}
+	return id, true
+}
+
+// fail answers err with code when it matches sentinel, else 500.
+func fail(w http.ResponseWriter, err, sentinel error, code int) {
+	if !errors.Is(err, sentinel) {
+		code = http.StatusInternalServerError
+	}
+	http.Error(w, err.Error(), code)
 }
 
 // writeJSON answers with v as indented JSON.

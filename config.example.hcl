@@ -25,9 +25,10 @@ database = "postgres://qd@localhost:5432/qd?sslmode=disable"
 # Default: the host name, so two daemons on one host must set it.
 # name = "build-host-1"
 
-# Status socket, for `qd status`. Unix socket paths are limited to 104
-# bytes. Default: /run/qd/qd.sock for root; else $XDG_RUNTIME_DIR/qd/qd.sock;
-# else /run/qd/qd.sock when run by systemd; else $TMPDIR/qd-UID/qd.sock.
+# Status socket, for `qd status`. Unix socket paths are limited to 107
+# bytes on Linux, 103 on macOS. Default: /run/qd/qd.sock for root; else
+# $XDG_RUNTIME_DIR/qd/qd.sock; else /run/qd/qd.sock when run by systemd or
+# when that socket is this user's own; else $TMPDIR/qd-UID/qd.sock.
 # socket = "/run/qd/qd.sock"
 
 # Run logs, the records of running children, and the private PostgreSQL

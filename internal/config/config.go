@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -129,18 +130,34 @@ func defaults(getenv func(string) string, uid int) *Config {
 }
 
 // defaultSocket puts root's socket in /run/qd whether or not the shell has
-// an XDG_RUNTIME_DIR, so that root's qd status finds the system service.
+// an XDG_RUNTIME_DIR, so that root's qd status finds the system service; the
+// service's own user finds it too, when the socket there is theirs.
 func defaultSocket(getenv func(string) string, uid int) string {
 	if uid == 0 {
-		return "/run/qd/qd.sock"
+		return serviceSocket
 	}
 	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
 		return filepath.Join(dir, "qd", "qd.sock")
 	}
-	if getenv("INVOCATION_ID") != "" {
-		return "/run/qd/qd.sock"
+	if getenv("INVOCATION_ID") != "" || ownSocket(serviceSocket, uid) {
+		// Run by systemd, or the service's own user in a shell
+		// (`sudo -u qd qd status`): the unit's socket.
+		return serviceSocket
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("qd-%d", uid), "qd.sock")
+}
+
+// serviceSocket is the socket of the systemd unit (RuntimeDirectory=qd).
+const serviceSocket = "/run/qd/qd.sock"
+
+// ownSocket reports whether path is a socket that uid owns.
+func ownSocket(path string, uid int) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
 
 func defaultStateDir(getenv func(string) string, uid int) string {

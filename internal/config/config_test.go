@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -280,5 +281,28 @@ agent "build" {
 	}
 	if _, err := LoadClient(path); err == nil || !strings.Contains(err.Error(), "qd.hcl:8") {
 		t.Fatalf("LoadClient on an unknown setting: %v, want an error at qd.hcl:8", err)
+	}
+}
+
+// Ensure the service's socket counts as a user's own only when it is a
+// socket that user owns (so `sudo -u qd qd status` finds the unit's).
+func TestOwnSocket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if !ownSocket(path, os.Getuid()) {
+		t.Error("a socket of this user is not its own")
+	}
+	if ownSocket(path, os.Getuid()+1) {
+		t.Error("a socket of another user counts as this one's")
+	}
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o600)
+	if ownSocket(file, os.Getuid()) || ownSocket(filepath.Join(dir, "none"), os.Getuid()) {
+		t.Error("a plain file or nothing counts as a socket")
 	}
 }

@@ -1,34 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/qd-run/qd/internal/testkit"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Ensure qd logs --agent --follow prints an agent's runs as they start,
 // each headed by its run and attempt and ended by how it ended (a failed
@@ -48,7 +29,7 @@ sleep 0.3
 	d := testkit.StartDaemon(t, qd, db, "logs", body, testkit.DaemonOptions{})
 	follow := exec.Command(qd, "logs", "--config", d.Config, "--agent", "thrice", "--follow")
 	follow.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db)
-	var out, errOut lockedBuffer
+	var out, errOut testkit.SyncBuffer
 	follow.Stdout, follow.Stderr = &out, &errOut
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)

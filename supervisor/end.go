@@ -31,4 +31,6 @@ func (e End) FailedForGood() bool {
 
 // LeaseLost reports whether the run ended because its lease was lost or
 // could not be renewed in time.
-func (e End) LeaseLost() bool { return e.Reason == "lease lost" || e.Reason == "fenced" }
+func (e End) LeaseLost() bool {
+	return e.Reason == stopLeaseLost.String() || e.Reason == stopFenced.String()
+}

@@ -111,7 +111,7 @@ func (o *output) noteStream(stdout bool) {
 		st = 'e'
 	}
 	if st == o.stream || (o.stream == 0 && stdout) {
-		o.stream = max(o.stream, st)
+		o.stream = st
 		return
 	}
 	if o.openStreams != nil {

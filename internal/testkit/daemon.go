@@ -26,7 +26,7 @@ type Daemon struct {
 	StateDir string
 	Cmd      *exec.Cmd
 
-	log      *syncBuffer
+	log      *SyncBuffer
 	done     chan struct{}
 	waitErr  error
 	stopOnce sync.Once
@@ -62,7 +62,7 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 		Config:   filepath.Join(dir, "qd.hcl"),
 		Socket:   filepath.Join(dir, "qd.sock"),
 		StateDir: filepath.Join(dir, "state"),
-		log:      &syncBuffer{},
+		log:      &SyncBuffer{},
 		done:     make(chan struct{}),
 	}
 	d.WriteConfig(tb, body)
@@ -189,18 +189,20 @@ func (d *Daemon) WaitLog(tb testing.TB, text string, timeout time.Duration) {
 	}
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for a process's output and a test
+// reading it at once.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

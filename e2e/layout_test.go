@@ -41,6 +41,7 @@ func TestLayout_Imports(t *testing.T) {
 		"internal/logsink": {},
 		"internal/localpg": {},
 		"notify":           {"lease"},
+		"metrics":          {"lease"},
 		"supervisor":       {"lease"},
 		"scheduler":        {"lease"},
 		"backend":          {"lease", "pg"},

@@ -56,6 +56,10 @@ type Config struct {
 	Instance string
 	// Now returns the time; time.Now when nil.
 	Now func() time.Time
+	// OnClaim, when set, is told of every claim call: the agent, how many
+	// runs it got, how long it took, and its error (a shutdown's
+	// cancellation is not told). It must not block.
+	OnClaim func(agent string, n int, took time.Duration, err error)
 }
 
 // Scheduler fires agent ticks and periodic enqueues.
@@ -364,6 +368,9 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 		Instance: s.cfg.Instance,
 		Lease:    ag.Lease,
 	}, free)
+	if s.cfg.OnClaim != nil && !errors.Is(err, context.Canceled) {
+		s.cfg.OnClaim(ag.Name, len(leases), time.Since(claimed), err)
+	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			s.logger.Warn("claim failed; the next tick retries", "agent", ag.Name, "error", err)

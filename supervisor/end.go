@@ -18,7 +18,8 @@ type End struct {
 	// Settled is true when the settlement was written: false when the lease
 	// was lost (nothing may be written) or the provider stayed out of reach.
 	Settled bool
-	At      time.Time
+	// Started is when the child was started, At when the run ended.
+	Started, At time.Time
 }
 
 // FailedForGood reports whether the run used up its task's last attempt:

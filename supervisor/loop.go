@@ -251,7 +251,11 @@ func (s *Supervisor) beat(batch []*child, replies chan<- beatReply) {
 	}
 	ctx, cancel := context.WithTimeout(s.stopCtx, max(wait, time.Second))
 	defer cancel()
+	sent := time.Now()
 	res, err := s.cfg.Provider.Heartbeat(ctx, beats...)
+	if s.cfg.OnHeartbeat != nil {
+		s.cfg.OnHeartbeat(len(beats), time.Since(sent), err)
+	}
 	replies <- beatReply{children: batch, sentAt: now, results: res, err: err}
 }
 

@@ -88,6 +88,10 @@ type Config struct {
 	// each agent's last outcome and sends notifications from it. It must
 	// not block.
 	OnEnd func(End)
+	// OnHeartbeat, when set, is told of every batched Provider.Heartbeat
+	// call: how many runs it carried, how long it took and its error. It
+	// must not block.
+	OnHeartbeat func(runs int, took time.Duration, err error)
 }
 
 // RunStatus is a copy of one live run's state, for the status socket.

@@ -173,7 +173,8 @@ func (s *Supervisor) finish(c *child, st lease.Settlement, settle bool) {
 		c.mu.Lock()
 		reason := c.reason.String()
 		c.mu.Unlock()
-		s.cfg.OnEnd(End{Lease: l, Settlement: st, Reason: reason, Settled: settle && err == nil, At: time.Now()})
+		s.cfg.OnEnd(End{Lease: l, Settlement: st, Reason: reason, Settled: settle && err == nil,
+			Started: c.started, At: time.Now()})
 	}
 }
 

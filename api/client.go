@@ -97,7 +97,17 @@ func (c Client) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 	return out, fmt.Errorf("enqueue through the daemon: %w", err)
 }
 
-// do sends one request and decodes a JSON answer into out (when not nil).
+// Metrics asks the daemon for its Prometheus metrics, in the text format.
+func (c Client) Metrics(ctx context.Context) ([]byte, error) {
+	var text []byte
+	if err := c.do(ctx, http.MethodGet, MetricsPath, &text); err != nil {
+		return nil, err
+	}
+	return text, nil
+}
+
+// do sends one request and decodes a JSON answer into out (when not nil;
+// a *[]byte gets the answer as it is).
 func (c Client) do(ctx context.Context, method, path string, out any) error {
 	return c.send(ctx, method, path, nil, out)
 }
@@ -152,6 +162,13 @@ func (c Client) answer(resp *http.Response, path string, out any) error {
 	case resp.StatusCode/100 != 2:
 		return fmt.Errorf("daemon at %s: %s: %s", c.Path, resp.Status, words())
 	case out == nil:
+		return nil
+	}
+	if raw, ok := out.(*[]byte); ok {
+		var err error
+		if *raw, err = io.ReadAll(body); err != nil {
+			return fmt.Errorf("read answer of daemon at %s: %w", c.Path, err)
+		}
 		return nil
 	}
 	if err := json.NewDecoder(body).Decode(out); err != nil {

@@ -12,13 +12,16 @@
 //	POST    /v1/tasks/{id}/cancel     yes     200, a Cancelled (run 0: not run here)
 //	POST    /v1/agents/{name}/wake    yes     204; 404 naming the agents it runs
 //	POST    /v1/tasks                 yes     200, an Enqueued; 400 for an invalid task
+//	GET     /v1/metrics               no      200, Prometheus text format (docs/metrics.md)
 //
 // A progress report counts as output for the agent's stall_timeout; the
 // daemon keeps the lease itself. A cancel stops the run of a task that the
 // caller has already marked cancelled in the database. A wake claims for
 // the agent at once instead of at its next tick. An enqueue adds a task
 // (an EnqueueRequest, at most 3 MiB) to the daemon's own queue and records
-// the run whose process group sent it. The daemon logs every
+// the run whose process group sent it. The metrics are the daemon's
+// Prometheus exposition, for a scraper that reads the socket or for
+// `curl --unix-socket SOCKET http://qd/v1/metrics`. The daemon logs every
 // write with the peer's pid (SO_PEERCRED, PeerPID) and, for a child, its
 // run. Every endpoint is on Server.routes and on
 // the Daemon interface, one method each. The package must not import any

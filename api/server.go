@@ -39,6 +39,9 @@ type Daemon interface {
 	// Enqueue adds a task to the daemon's queue; an error matching
 	// ErrBadRequest when the task is invalid.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
+	// Metrics is the handler of GET /v1/metrics, the Prometheus
+	// exposition; nil answers 404.
+	Metrics() http.Handler
 }
 
 // PeerPID is the pid of the process that sent the request in ctx (read
@@ -171,6 +174,7 @@ func (s *Server) routes() []route {
 		{"POST " + cancelPattern, s.handleCancel, 0},
 		{"POST " + wakePattern, s.handleWake, 0},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes},
+		{"GET " + MetricsPath, s.handleMetrics, 0},
 	}
 }
 
@@ -229,6 +233,15 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, res)
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	h := s.d.Metrics()
+	if h == nil {
+		http.Error(w, "this daemon serves no metrics", http.StatusNotFound)
+		return
+	}
+	h.ServeHTTP(w, r)
 }
 
 // pathID reads the positive id in the request's path, or answers 400 naming

@@ -40,7 +40,10 @@ func (w tlogWriter) Write(p []byte) (int, error) {
 type fakeDaemon struct {
 	status   func(ctx context.Context) Snapshot
 	progress func(ctx context.Context, runID int64) error
+	metrics  http.Handler
 }
+
+func (f fakeDaemon) Metrics() http.Handler { return f.metrics }
 
 func (f fakeDaemon) Status(ctx context.Context) Snapshot { return f.status(ctx) }
 
@@ -643,5 +646,26 @@ func TestClient_Enqueue(t *testing.T) {
 	big := EnqueueRequest{Lane: "l", Agent: "a", Payload: json.RawMessage(`"` + strings.Repeat("x", 4<<20) + `"`)}
 	if _, err := c.Enqueue(ctx, big); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("enqueue of 4 MiB: got %v, want refused", err)
+	}
+}
+
+// Ensure the metrics endpoint serves the daemon's handler as it answers,
+// and that a daemon with none answers 404.
+func TestClient_Metrics(t *testing.T) {
+	path := socketPath(t)
+	text := "# TYPE qd_heartbeat_loop_passes_total counter\nqd_heartbeat_loop_passes_total 7\n"
+	MustListen(t, path, fakeDaemon{metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, text)
+	})})
+	ctx := context.Background()
+	got, err := Client{Path: path}.Metrics(ctx)
+	if err != nil || string(got) != text {
+		t.Errorf("metrics: %q, %v; want %q", got, err, text)
+	}
+	bare := socketPath(t)
+	MustListen(t, bare, fakeDaemon{})
+	if _, err := (Client{Path: bare}).Metrics(ctx); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("metrics of a daemon without them: %v, want a 404", err)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	// TasksPath takes POST with an EnqueueRequest: add a task to the
 	// daemon's queue; answers an Enqueued.
 	TasksPath = "/v1/tasks"
+	// MetricsPath answers GET with the daemon's Prometheus metrics in the
+	// text format (docs/metrics.md).
+	MetricsPath = "/v1/metrics"
 )
 
 // EnqueueRequest is a task to add to the daemon's own queue: what an agent

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -24,6 +25,7 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	}
 	sp := spec(conf, a)
 	sp.Claimed = claimed
+	r.d.runStarted(l, cmp.Or(sp.Lease, lease.DefaultLease))
 	return r.d.sup.Start(l, sp)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/internal/logsink"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/notify"
 	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/scheduler"
@@ -60,6 +62,10 @@ type daemon struct {
 	instance string
 	version  string
 	inc      *incarnation
+
+	metrics        *metrics.Metrics
+	metricsHandler http.Handler
+	waits          chan waited // see measureWaits
 
 	mu         sync.Mutex
 	conf       *config.Config
@@ -103,6 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1),
 		last: map[string]api.LastOutcome{}}
 	d.names, _ = queue.(nameRegistry)
+	d.newMetrics(o.Version)
 	if err := d.checkSchema(ctx); err != nil {
 		return err
 	}
@@ -117,7 +124,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	d.sup, err = supervisor.New(supervisor.Config{
 		Provider: queue, Logger: logger, StateDir: conf.StateDir,
-		Owner: conf.Name, Instance: d.instance, OnLoop: d.watchdog, OnDone: d.runDone, OnEnd: d.runEnded,
+		Owner: conf.Name, Instance: d.instance, OnLoop: d.loopPass, OnDone: d.runDone, OnEnd: d.runEnded,
+		OnHeartbeat: d.heartbeat,
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
@@ -131,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
 		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
-		Owner: conf.Name, Instance: d.instance,
+		Owner: conf.Name, Instance: d.instance, OnClaim: d.metrics.Claimed,
 	})
 	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
 	srv, err := api.Listen(conf.Socket, d, logger.Named("status"))
@@ -208,6 +216,10 @@ func Run(ctx context.Context, o Options) error {
 	{ // notifications: sent from a queue of their own
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) { cancel() })
+	}
+	{ // queue waits: each started run's task read once, off the claim's path
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { d.measureWaits(ctx); return nil }, func(error) { cancel() })
 	}
 	{ // the config's lane blocks, at start and after each reload
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

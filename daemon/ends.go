@@ -10,10 +10,11 @@ import (
 	"github.com/qd-run/qd/supervisor"
 )
 
-// runEnded is the supervisor's OnEnd: it keeps the agent's last outcome for
-// the status, and tells whoever the agent's config names of what went
+// runEnded is the supervisor's OnEnd: it counts the run's end in the
+// metrics, keeps the agent's last outcome for the status, and tells whoever the agent's config names of what went
 // wrong. It never blocks: the notifier only queues.
 func (d *daemon) runEnded(e supervisor.End) {
+	d.runMetrics(e)
 	d.mu.Lock()
 	d.last[e.Lease.Agent] = api.LastOutcome{RunID: e.Lease.RunID, TaskID: e.Lease.TaskID,
 		Outcome: string(e.Settlement.Outcome), Summary: e.Settlement.Summary, At: e.At}

@@ -24,6 +24,7 @@ func (d *daemon) reload() {
 		d.mu.Lock()
 		d.reloadErr = err.Error()
 		d.mu.Unlock()
+		d.metrics.Reloaded(false)
 		_ = d.notify.Status("reload failed: " + firstLine(err.Error()))
 		return
 	}
@@ -38,6 +39,7 @@ func (d *daemon) reload() {
 	d.wantLanes()
 	d.logWarnings(conf)
 	d.logger.Info("config reloaded", "agents", len(conf.Agents), "periodics", len(conf.Periodics))
+	d.metrics.Reloaded(true)
 	_ = d.notify.Status("running")
 }
 

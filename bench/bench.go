@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,8 @@ type runner struct {
 	// oldestSnapshot is the age in seconds of the oldest snapshot another
 	// session held during the soak.
 	oldestSnapshot float64
+	rivers         int      // River databases made so far
+	cleanup        []func() // run when Run returns
 }
 
 // Run measures the queue against the database of o.DatabaseURL and returns
@@ -43,6 +46,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	b := &runner{o: o, sc: sc, log: logger.Named("bench"), id: id, base: map[int]Figure{}}
 	b.r = &Report{Size: sc.Name, Started: time.Now()}
+	defer func() {
+		for _, f := range b.cleanup {
+			f()
+		}
+	}()
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
@@ -57,6 +65,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"idle", b.idle},
 	}
 	for _, s := range steps {
+		if s.name != "environment" && len(o.Only) > 0 && !slices.Contains(o.Only, s.name) {
+			continue
+		}
 		b.log.Info("bench step", "step", s.name)
 		if err := s.fn(ctx); err != nil {
 			b.r.Seconds = time.Since(b.r.Started).Seconds()

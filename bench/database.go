@@ -101,16 +101,15 @@ func (d *database) drop(ctx context.Context, b *runner) {
 }
 
 // transactions is how many transactions the server has counted in the
-// database (commits and rollbacks). Backends publish their counts at the
+// database (commits and rollbacks), and how many of them committed. Backends publish their counts at the
 // end of a transaction at most once a second (and at exit), so a reading
 // lags by up to about a second.
-func (d *database) transactions(ctx context.Context) (int64, error) {
-	var n int64
-	err := d.admin.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1`, d.name).Scan(&n)
+func (d *database) transactions(ctx context.Context) (xacts, commits int64, err error) {
+	err = d.admin.QueryRow(ctx, `SELECT xact_commit + xact_rollback, xact_commit FROM pg_stat_database WHERE datname = $1`, d.name).Scan(&xacts, &commits)
 	if err != nil {
-		return 0, fmt.Errorf("read transactions of database %s: %w", d.name, err)
+		return 0, 0, fmt.Errorf("read transactions of database %s: %w", d.name, err)
 	}
-	return n, nil
+	return xacts, commits, nil
 }
 
 // backends lists the pids of the server processes serving connections of

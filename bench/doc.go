@@ -19,11 +19,14 @@
 //     finished tasks kept, against the shallowest and the empty history;
 //   - soak: what heartbeating 1,000 live runs once a second does to the runs
 //     table: HOT-update share, dead tuples, table and index sizes;
-//   - e2e: tasks/s through a `qd run` daemon with real children (a program
-//     that exits at once, 64 lanes, parallel 32) against a plain Go loop
-//     that fork-execs the same program with the same parallelism, CPU and
-//     transactions per task, and the latency from a tick to the claim and
-//     to the child's start;
+//   - e2e: tasks/s through `qd run` daemons with real children (a program
+//     that exits at once, parallel 32, over one lane of limit 32 and over
+//     64 lanes of limit 1) against a plain Go loop that fork-execs the same
+//     program with the same parallelism and against River with a worker
+//     that execs it (the module bench/river, built with the go command),
+//     in interleaved repetitions; machine CPU, commits and busy share per
+//     task, and the latency from a tick to the claim and to the child's
+//     start;
 //   - idle: what a daemon with 50 agents ticking every second on an empty
 //     queue costs PostgreSQL (transactions per tick) and the machine (CPU,
 //     memory), and its memory with 200 live children.

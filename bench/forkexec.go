@@ -6,40 +6,39 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// forkResult is what the plain fork-exec loop measured.
-type forkResult struct {
-	Tasks   int
-	Elapsed time.Duration
-	CPU     time.Duration // this process's and its children's, over Elapsed
-}
-
-func (r forkResult) perSecond() float64 { return perSecond(r.Tasks, r.Elapsed) }
-
-// forkExec runs prog parallel at a time, each with payload on stdin, its
-// output drained through pipes and in a process group of its own (what the
-// supervisor does for each child, and nothing else), for warmup and then
-// measure. It counts the children that ended within the measured span.
-func forkExec(ctx context.Context, prog string, payload []byte, parallel int, warmup, measure time.Duration) (forkResult, error) {
+// forkExec runs prog n times, parallel at a time, each with payload on
+// stdin, its output drained through pipes and in a process group of its
+// own (what the supervisor does for each child, and nothing else). Its
+// rate is taken, like the daemon's, over the middle 80% of the finish
+// times; the machine's CPU over the whole span.
+func forkExec(ctx context.Context, prog string, payload []byte, parallel, n int) (peerResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		timing atomic.Bool
-		done   atomic.Int64
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		first  error
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
 	)
+	ends := make([]time.Time, n)
+	sampler := sampleMachine()
+	start := time.Now()
 	for range parallel {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
 				cmd := exec.Command(prog)
 				cmd.Stdin = bytes.NewReader(payload)
 				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -53,30 +52,45 @@ func forkExec(ctx context.Context, prog string, payload []byte, parallel int, wa
 					cancel()
 					return
 				}
-				if timing.Load() {
-					done.Add(1)
-				}
+				ends[i] = time.Now()
 			}
 		}()
 	}
-	defer wg.Wait()
-	if err := sleepCtx(ctx, warmup); err != nil {
-		return forkResult{}, firstErr(&mu, &first, err)
-	}
-	cpu0 := ownCPU()
-	start := time.Now()
-	timing.Store(true)
-	if err := sleepCtx(ctx, measure); err != nil {
-		return forkResult{}, firstErr(&mu, &first, err)
-	}
-	timing.Store(false)
-	res := forkResult{Tasks: int(done.Load()), Elapsed: time.Since(start), CPU: ownCPU() - cpu0}
-	cancel()
 	wg.Wait()
-	if err := firstErr(&mu, &first, nil); err != nil {
+	res := peerResult{Tasks: n, Wall: time.Since(start)}
+	serr := sampler.stop()
+	if err := firstErr(&mu, &first, ctx.Err()); err != nil {
 		return res, err
 	}
+	if serr != nil {
+		return res, serr
+	}
+	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
+	var err error
+	if res.steady, err = steadySpan(ends); err != nil {
+		return res, fmt.Errorf("fork-exec loop: %w", err)
+	}
+	if res.machine, err = sampler.between(res.From, res.To); err != nil {
+		return res, fmt.Errorf("fork-exec loop: %w", err)
+	}
 	return res, nil
+}
+
+// steady is the middle 80% of a runner's finish times: its rate and its
+// span, so that neither the start nor the last stragglers count.
+type steady struct {
+	Rate     float64 // tasks/s
+	From, To time.Time
+	Tasks    int // finished within the span
+}
+
+// steadySpan takes the middle 80% of sorted finish times.
+func steadySpan(ends []time.Time) (steady, error) {
+	lo, hi := len(ends)/10, len(ends)-1-len(ends)/10
+	if hi <= lo || !ends[hi].After(ends[lo]) {
+		return steady{}, fmt.Errorf("%d finish times span no time", len(ends))
+	}
+	return steady{Rate: float64(hi-lo) / ends[hi].Sub(ends[lo]).Seconds(), From: ends[lo], To: ends[hi], Tasks: hi - lo}, nil
 }
 
 func firstErr(mu *sync.Mutex, first *error, otherwise error) error {
@@ -86,15 +100,6 @@ func firstErr(mu *sync.Mutex, first *error, otherwise error) error {
 		return *first
 	}
 	return otherwise
-}
-
-// ownCPU is the CPU this process and its reaped children have used.
-func ownCPU() time.Duration {
-	var self, kids syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
-	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
-	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -11,6 +11,8 @@ type meterReading struct {
 	daemon   procCPU
 	backends map[int]time.Duration
 	xacts    int64
+	commits  int64
+	machine  machineCPU
 }
 
 // readMeter reads the CPU of the daemon's backends and of the daemon, then,
@@ -26,10 +28,13 @@ func readMeter(ctx context.Context, db *database, d *daemonProc, wait time.Durat
 	if m.daemon, err = readProcCPU(d.pid()); err != nil {
 		return m, err
 	}
+	if m.machine, err = readMachine(); err != nil {
+		return m, err
+	}
 	if err := sleepCtx(ctx, wait); err != nil {
 		return m, err
 	}
-	m.xacts, err = db.transactions(ctx)
+	m.xacts, m.commits, err = db.transactions(ctx)
 	return m, err
 }
 
@@ -39,6 +44,8 @@ type cost struct {
 	Children time.Duration // its children's CPU
 	Postgres time.Duration // the CPU of the backends serving the daemon
 	Xacts    int64         // transactions of the daemon's database
+	Commits  int64         // the committed ones among them
+	Machine  machineCPU    // every process of the machine
 }
 
 // since is the cost from the reading m0 to m.
@@ -48,5 +55,7 @@ func (m meterReading) since(m0 meterReading) cost {
 		Children: m.daemon.Children - m0.daemon.Children,
 		Postgres: cpuDelta(m0.backends, m.backends),
 		Xacts:    m.xacts - m0.xacts,
+		Commits:  m.commits - m0.commits,
+		Machine:  m.machine.since(m0.machine),
 	}
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +31,14 @@ type Options struct {
 	// ID names this run's schemas and databases (qd_bench_<ID>_<part>);
 	// empty means a random one.
 	ID string
+	// River is the directory of the River peer's module (bench/river of a
+	// checkout); empty means bench/river under the working directory. The
+	// bench builds it with the go command, and leaves River out of the
+	// comparison (saying why) when it cannot.
+	River string
+	// Only names the parts to run (claims, heartbeats, depth, history,
+	// soak, e2e, idle); empty runs them all.
+	Only []string
 }
 
 // scale is the shape of one bench size.
@@ -50,6 +60,9 @@ type scale struct {
 	// LatencyTicks is how many ticks the tick-to-exec latency is taken
 	// over (32 tasks each).
 	LatencyTicks int
+	// E2ETasks is the backlog each runner of the end-to-end comparison
+	// works through; E2EReps how many interleaved repetitions it makes.
+	E2ETasks, E2EReps int
 	// Idle is how long the idle daemon is watched, after IdleWarmup.
 	Idle, IdleWarmup time.Duration
 }
@@ -60,15 +73,20 @@ var scales = map[string]scale{
 		Lanes: 1_000, Queued: 30_000, LiveRuns: 1_600,
 		DepthLanes: 100, Depths: []int{10_000, 50_000, 100_000}, DepthBase: 10_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
-		LatencyTicks: 2, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
+		LatencyTicks: 2, E2ETasks: 1_500, E2EReps: 1, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
 	},
 	"full": {
 		Name: "full", Measure: 5 * time.Second,
 		Lanes: 1_000, Queued: 100_000, LiveRuns: 1_600,
 		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
-		LatencyTicks: 10, Idle: 20 * time.Second, IdleWarmup: 3 * time.Second,
+		LatencyTicks: 10, E2ETasks: 20_000, E2EReps: 3, Idle: 20 * time.Second, IdleWarmup: 3 * time.Second,
 	},
+}
+
+// Parts lists the names Options.Only accepts, in the order they run.
+func Parts() []string {
+	return []string{"claims", "heartbeats", "depth", "history", "soak", "e2e", "idle"}
 }
 
 // Sizes lists the names Options.Size accepts.
@@ -85,6 +103,11 @@ func (o Options) scale() (scale, error) {
 	sc, ok := scales[name]
 	if !ok {
 		return scale{}, fmt.Errorf("bench size %q: want small or full", o.Size)
+	}
+	for _, p := range o.Only {
+		if !slices.Contains(Parts(), p) {
+			return scale{}, fmt.Errorf("bench part %q: want one of %s", p, strings.Join(Parts(), ", "))
+		}
 	}
 	if o.Duration > 0 {
 		sc.Measure = o.Duration

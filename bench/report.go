@@ -174,6 +174,19 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		writeColumns(&b, rows, []bool{false, false, true, true, false, false})
 	}
+	// Every target again, in one table.
+	rows := [][]string{{"section", "case", "metric", "value", "ratio", "target"}}
+	for _, s := range r.Sections {
+		for _, f := range s.Rows {
+			if f.Target != nil {
+				rows = append(rows, []string{s.ID, f.Case, f.Metric, formatValue(f.Value, f.Unit), formatRatio(f.Ratio), formatTarget(f.Target)})
+			}
+		}
+	}
+	if len(rows) > 1 {
+		b.WriteString("\n== Targets\n")
+		writeColumns(&b, rows, []bool{false, false, false, true, true, false})
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/qd-run/qd/bench"
 )
 
-const usage = "qdbench [--db URL] [--size small|full] [--duration D] [--out FILE] [--json] [--qd BINARY]"
+const usage = "qdbench [--db URL] [--size small|full] [--duration D] [--only PARTS] [--out FILE] [--json] [--qd BINARY] [--river DIR]"
 
 const help = `Measures claims, batch claims, claim-to-complete cycles, heartbeats, claim
 latency with a deep queue and a long history, and a heartbeat soak, each as a
 figure and as a ratio to the minimal SKIP LOCKED claim measured in the same
 run; then tasks/s through a qd daemon (qd run, with --qd's binary) with real
-children against a plain fork-exec loop, and the idle cost of a daemon with
+children against a plain fork-exec loop and River (built from --river's
+module with the go command, left out when it cannot be), and the idle cost of a daemon with
 50 agents. It works in schemas and databases of its own (qd_bench_*), which
 it drops when it ends; it never touches the queue's schema. It needs a role
 that may create databases. --size small takes seconds; --size full uses a
@@ -62,6 +63,9 @@ type Command struct {
 	Out         string
 	JSON        bool
 	QD          string
+	River       string
+	Only        string
+	only        []string
 }
 
 // flagSet binds the fields of c to their flags.
@@ -73,6 +77,8 @@ func (c *Command) flagSet() *flag.FlagSet {
 	fs.Var(durationValue{&c.Duration}, "duration", "length of each timed measurement (default: the size's)")
 	fs.StringVar(&c.Out, "out", "", "also write the JSON report to `FILE`")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON instead of tables")
+	fs.StringVar(&c.River, "river", "", "`DIR` of the River peer's module, built with go build (default: bench/river under the working directory)")
+	fs.StringVar(&c.Only, "only", "", "comma-separated `PARTS` to run: "+strings.Join(bench.Parts(), ", ")+" (default: all)")
 	fs.StringVar(&c.QD, "qd", "", "qd `BINARY` to run as the daemon (default: the qd next to qdbench, then qd in PATH)")
 	return fs
 }
@@ -95,6 +101,16 @@ func Run(ctx context.Context, args []string, env *Env) error {
 	if !slices.Contains(bench.Sizes(), c.Size) {
 		return usageErrorf("--size %q: want %s", c.Size, strings.Join(bench.Sizes(), " or "))
 	}
+	var only []string
+	if c.Only != "" {
+		for _, p := range strings.Split(c.Only, ",") {
+			if p = strings.TrimSpace(p); !slices.Contains(bench.Parts(), p) {
+				return usageErrorf("--only %q: want parts among %s", p, strings.Join(bench.Parts(), ", "))
+			}
+			only = append(only, strings.TrimSpace(p))
+		}
+	}
+	c.only = only
 	qd, err := findQD(c.QD, env.Executable)
 	if err != nil {
 		return err
@@ -114,7 +130,7 @@ func (c *Command) run(ctx context.Context, env *Env, qd string) error {
 	url := c.DatabaseURL
 	logger := hclog.New(&hclog.LoggerOptions{Output: env.Stderr, Level: hclog.Info})
 	logger.Info("daemon binary", "path", qd)
-	r, runErr := bench.Run(ctx, bench.Options{DatabaseURL: url, Size: c.Size, Duration: c.Duration, Logger: logger, QD: qd})
+	r, runErr := bench.Run(ctx, bench.Options{DatabaseURL: url, Size: c.Size, Duration: c.Duration, Logger: logger, QD: qd, River: c.River, Only: c.only})
 	if r == nil {
 		return runErr
 	}

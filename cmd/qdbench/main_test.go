@@ -46,6 +46,7 @@ func TestRun_Usage(t *testing.T) {
 		{[]string{"--duration", "-1s"}, `invalid value "-1s" for flag --duration: must be a positive duration`},
 		{[]string{"--duration", "soon"}, `invalid value "soon" for flag --duration: not a duration`},
 		{[]string{"--json", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--only", "e2e,warp"}, `--only "warp": want parts among claims, heartbeats, depth, history, soak, e2e, idle`},
 		{[]string{"--qd", "/nonexistent/qd"}, "--qd /nonexistent/qd: stat /nonexistent/qd: no such file or directory"},
 	}
 	for _, tt := range tests {
@@ -66,7 +67,7 @@ func TestRun_Help(t *testing.T) {
 	if err := Run(context.Background(), []string{"--help"}, env); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Usage: " + usage, "--db URL", "--size SIZE", "(default small)", "--duration DURATION", "--out FILE", "--json", "--qd BINARY"} {
+	for _, want := range []string{"Usage: " + usage, "--db URL", "--size SIZE", "(default small)", "--duration DURATION", "--out FILE", "--json", "--qd BINARY", "--river DIR", "--only PARTS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

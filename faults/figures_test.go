@@ -32,6 +32,12 @@ type figures struct {
 	badTotal      int
 	maxRSS        int64 // KiB
 	recovery      []time.Duration
+	// restoreLost counts tasks enqueued after a failover's restored copy
+	// was taken, which the copy cannot know: lost by the restore itself,
+	// not by qd.
+	restoreLost int
+	drains      []string // how long the many-lanes scenarios took to drain
+	clockShifts []string // what clock jumps did to ticks
 }
 
 var fig = &figures{faults: map[string]int{}}
@@ -105,6 +111,13 @@ func (f *figures) report(w io.Writer, code int) {
 	row("secrets found", f.secrets)
 	row("bad inputs rejected", fmt.Sprintf("%d/%d", f.badRejected, f.badTotal))
 	row("daemon RSS max under flood", fmt.Sprintf("%d MiB", f.maxRSS/1024))
+	row("lost by a restore itself (async failover)", f.restoreLost)
+	for _, d := range f.drains {
+		row("drain time", d)
+	}
+	for _, c := range f.clockShifts {
+		row("clock jump", c)
+	}
 	row("recovery latency p50 / p99", fmt.Sprintf("%s / %s (n=%d)", p50.Round(time.Millisecond), p99.Round(time.Millisecond), len(f.recovery)))
 	tw.Flush()
 	verdict := "PASS"

@@ -77,6 +77,9 @@ type StateDirStatus struct {
 	WriteError     string    `json:"write_error,omitempty"`
 	WriteErrorAt   time.Time `json:"write_error_at,omitzero"`
 	IncompleteLogs int       `json:"incomplete_logs"`
+	// Lost says the directory was deleted under the running daemon, when,
+	// and whether the daemon remade it; empty when it never was.
+	Lost string `json:"lost,omitempty"`
 }
 
 // DatabaseStatus says whether the daemon's last contact with the database

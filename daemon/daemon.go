@@ -74,6 +74,7 @@ type daemon struct {
 	lanesDirty chan struct{} // see keepLanes
 	reloadErr  string
 	dbErr      string
+	stateLost  string // see keepStateDir
 
 	lastDog time.Time // guarded by the supervisor loop, its only caller
 }
@@ -212,6 +213,10 @@ func Run(ctx context.Context, o Options) error {
 	{ // housekeeping: release an earlier incarnation's runs, prune history
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.housekeeping(ctx); return nil }, func(error) { cancel() })
+	}
+	{ // the state directory: remade if deleted under the daemon
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { d.keepStateDir(ctx); return nil }, func(error) { cancel() })
 	}
 	{ // notifications: sent from a queue of their own
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -23,6 +24,7 @@ import (
 // name, on this host or another) is never in that list.
 type incarnation struct {
 	dir     string
+	mu      sync.Mutex // guards lock and earlier: see remake
 	lock    *os.File
 	self    earlier
 	earlier []earlier // written by daemons of this state directory that are gone
@@ -40,30 +42,12 @@ const (
 // incarnations and records this one. It fails, naming the holder, when
 // another daemon uses stateDir.
 func beginIncarnation(stateDir, name, instance string) (*incarnation, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state directory: %w", err)
-	}
-	path := filepath.Join(stateDir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	inc := &incarnation{dir: stateDir, self: earlier{name, instance}}
+	f, err := inc.lockDir()
 	if err != nil {
-		return nil, fmt.Errorf("open state directory lock: %w", err)
+		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("state directory %s is in use by another qd daemon (%s): give each daemon its own state_dir (and socket); see docs/service.md",
-				stateDir, strings.TrimSpace(string(holder)))
-		}
-		return nil, fmt.Errorf("lock state directory %s: %w", stateDir, err)
-	}
-	host, _ := os.Hostname()
-	who := fmt.Sprintf("name %s, host %s, pid %d, instance %s, started %s\n",
-		name, host, os.Getpid(), instance, time.Now().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(who), 0)
-	}
-	inc := &incarnation{dir: stateDir, lock: f, self: earlier{name, instance}}
+	inc.lock = f
 	inc.earlier, err = readIncarnations(filepath.Join(stateDir, incarnationsName))
 	if err == nil {
 		err = inc.write(append(slices.Clip(inc.earlier), inc.self))
@@ -73,6 +57,70 @@ func beginIncarnation(stateDir, name, instance string) (*incarnation, error) {
 		return nil, err
 	}
 	return inc, nil
+}
+
+// lockDir creates the state directory and its lock file, flocks it and
+// writes who holds it.
+func (inc *incarnation) lockDir() (*os.File, error) {
+	if err := os.MkdirAll(inc.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	path := filepath.Join(inc.dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state directory lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("state directory %s is in use by another qd daemon (%s): give each daemon its own state_dir (and socket); see docs/service.md",
+				inc.dir, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("lock state directory %s: %w", inc.dir, err)
+	}
+	host, _ := os.Hostname()
+	who := fmt.Sprintf("name %s, host %s, pid %d, instance %s, started %s\n",
+		inc.self.name, host, os.Getpid(), inc.self.instance, time.Now().Format(time.RFC3339))
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(who), 0)
+	}
+	return f, nil
+}
+
+// intact reports whether the state directory still holds the lock file
+// this daemon has locked: false once the directory was deleted, or the
+// file replaced, under it.
+func (inc *incarnation) intact() bool {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	fi, err := os.Stat(filepath.Join(inc.dir, lockName))
+	if err != nil {
+		return false
+	}
+	held, err := inc.lock.Stat()
+	return err == nil && os.SameFile(fi, held)
+}
+
+// remake recreates a state directory deleted under the daemon: a new lock
+// file locked by this daemon, and the record of this incarnation and of
+// the earlier ones not yet released, so that a later start still proves
+// this one gone. It keeps the old lock when another daemon took the new
+// one first.
+func (inc *incarnation) remake() error {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	f, err := inc.lockDir()
+	if err != nil {
+		return err
+	}
+	if err := inc.write(append(slices.Clip(inc.earlier), inc.self)); err != nil {
+		f.Close()
+		return err
+	}
+	inc.lock.Close()
+	inc.lock = f
+	return nil
 }
 
 func readIncarnations(path string) ([]earlier, error) {
@@ -123,6 +171,8 @@ func (inc *incarnation) write(list []earlier) error {
 
 // byName groups the earlier incarnations' instances by daemon name.
 func (inc *incarnation) byName() map[string][]string {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
 	m := map[string][]string{}
 	for _, e := range inc.earlier {
 		m[e.name] = append(m[e.name], e.instance)
@@ -132,6 +182,8 @@ func (inc *incarnation) byName() map[string][]string {
 
 // released forgets the earlier incarnations once their runs are abandoned.
 func (inc *incarnation) released() error {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
 	if err := inc.write([]earlier{inc.self}); err != nil {
 		return err
 	}
@@ -141,4 +193,8 @@ func (inc *incarnation) released() error {
 
 // close gives up the state directory. The record of this incarnation stays,
 // so that the next daemon abandons whatever this one could not settle.
-func (inc *incarnation) close() { inc.lock.Close() }
+func (inc *incarnation) close() {
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.lock.Close()
+}

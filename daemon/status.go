@@ -32,10 +32,11 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	}
 	d.mu.Lock()
 	s.ConfigError = d.reloadErr
+	lost := d.stateLost
 	d.mu.Unlock()
 	s.LogLinesDropped = d.logOut.Dropped()
 	h := d.sup.StateDirHealth()
-	s.StateDir = api.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs}
+	s.StateDir = api.StateDirStatus{Path: conf.StateDir, WriteError: h.WriteError, WriteErrorAt: h.At, IncompleteLogs: h.IncompleteLogs, Lost: lost}
 	next, nextPeriodic := d.sched.NextTicks()
 	d.mu.Lock()
 	last := make(map[string]api.LastOutcome, len(d.last))

@@ -112,6 +112,13 @@ func (s *Supervisor) record(c *child) {
 	if j.f == nil {
 		j.path = journalPath(s.cfg.StateDir)
 		f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+		if errors.Is(err, os.ErrNotExist) {
+			// The state directory was deleted under the daemon; the
+			// daemon remakes the rest of it (keepStateDir).
+			if err = os.MkdirAll(childrenDir(s.cfg.StateDir), 0o700); err == nil {
+				f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
+			}
+		}
 		if err != nil {
 			s.stateDir.failed(err, false)
 			c.log.Error("write child record", "error", err)

@@ -49,6 +49,9 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 		if sd.IncompleteLogs > 0 {
 			line += fmt.Sprintf(" (%d incomplete run logs)", sd.IncompleteLogs)
 		}
+		if sd.Lost != "" {
+			line += " LOST: " + sd.Lost
+		}
 		fmt.Fprintf(w, "state dir:\t%s\n", line)
 	}
 	if s.LogLinesDropped > 0 {

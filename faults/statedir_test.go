@@ -1,0 +1,72 @@
+package faults
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+// Ensure a daemon whose state directory is deleted (rm -rf) while it runs
+// children keeps running them to their end, runs the tasks enqueued after,
+// says in qd status that the directory was lost and remade, and remakes
+// its proof of incarnation and its child records, so that a restart after
+// a kill -9 still kills the children it left and abandons their runs at
+// once: no task lost, no two copies of a task at once.
+func TestStateDir_DeletedUnderRunningDaemon(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "30s", heartbeat: "2s"})
+	ids := []int64{
+		r.enqueue("sd1", "w", `{"mode":"sleep","ms":3000}`, 3),
+		r.enqueue("sd2", "w", `{"mode":"sleep","ms":3000}`, 3),
+	}
+	a := r.daemon("statedir", body, testkit.DaemonOptions{})
+	for _, id := range ids {
+		r.waitEvent("start", id, 20*time.Second)
+	}
+	if err := os.RemoveAll(a.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	fig.fault("state-dir-deleted", 1)
+	ids = append(ids, r.enqueue("sd3", "w", `{"mode":"line","bytes":100}`, 3))
+	r.waitStates("done", nil, 30*time.Second)
+	st := a.Status(t).StateDir
+	t.Logf("status after the deletion: %+v", st)
+	if !strings.Contains(st.Lost, "deleted") {
+		t.Errorf("qd status after the state directory was deleted: %+v, want it to say so", st)
+	}
+	if _, err := os.Stat(a.StateDir + "/daemon.lock"); err != nil {
+		t.Errorf("the state directory was not remade: %v", err)
+	}
+
+	// A long run, the directory deleted again, then the daemon killed:
+	// its restart must find its child and its incarnation.
+	long := r.enqueue("sd4", "w", `{"mode":"sleep","ms_by_attempt":[60000,300]}`, 3)
+	run1, pid := r.waitEvent("start", long, 20*time.Second)
+	if err := os.RemoveAll(a.StateDir); err != nil {
+		t.Fatal(err)
+	}
+	fig.fault("state-dir-deleted", 1)
+	testkit.Eventually(t, 10*time.Second, "the state directory remade a second time", func() bool {
+		return strings.Count(a.Log(), "state directory was remade") == 2
+	})
+	a.Kill()
+	fig.fault("sigkill-daemon", 1)
+	restart := r.dbNow()
+	b := r.daemon("statedir", body, testkit.DaemonOptions{Dir: a.Dir})
+	b.WaitLog(t, "abandoned runs of an earlier incarnation", 15*time.Second)
+	if testkit.Alive(pid) {
+		t.Errorf("child %d of run %d outlived the killed daemon's restart", pid, run1)
+	}
+	r.verify(expect{})
+	var next time.Time
+	r.scalar(&next, `SELECT min(started_at) FROM {s}.runs WHERE task_id = $1 AND id <> $2`, long, run1)
+	if d := next.Sub(restart); d > 10*time.Second {
+		t.Errorf("the task ran again %s after the restart; its run was left to its lease", d)
+	} else {
+		fig.recovered(d)
+	}
+}

@@ -110,7 +110,7 @@ func New(o Options) *Metrics {
 		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qd_database_errors_total",
 			Help: "Calls to the queue that failed, by reason: claim, heartbeat, settle or lanes."}, []string{"reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qd_config_reloads_total",
-			Help: "Config reloads (SIGHUP or qd reload), by outcome: success or failure."}, []string{"outcome"}),
+			Help: "Config reloads (SIGHUP, systemctl reload), by outcome: success or failure."}, []string{"outcome"}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qd_config_last_reload_successful",
 			Help: "1 when the last config reload took (or none was tried), 0 when it was refused."}),
 	}

@@ -51,4 +51,15 @@
 // reply to its commit can retry. A cancelled running task is marked; its
 // holder learns it from the next heartbeat and settles the run as cancelled,
 // and a reaped run of a cancelled task leaves the task cancelled.
+//
+// A claim is idempotent by its token (ClaimParams.Token, random for each
+// call unless the caller names one): the runs a claim makes record it, and
+// a claim whose token already made runs returns those still live instead
+// of claiming again. A client that lost the reply to a claim's commit (the
+// connection died after the statement was sent) asks again with the same
+// token on a fresh connection, and is given the runs it made, their
+// attempts counted once. If it cannot reach the provider before the lease's
+// local deadline, it gives the token's runs back, abandoned with the attempt
+// refunded, as soon as it can, and never starts them. Checked by
+// Claim/Token.
 package lease

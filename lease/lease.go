@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,7 +184,14 @@ type ClaimParams struct {
 	Owner    string
 	Instance string        // identifies one process of Owner
 	Lease    time.Duration // DefaultLease when zero
+	// Token names the claim, so that it can be asked again when its
+	// outcome is unknown (see Provider.ClaimMany). Empty: the provider
+	// makes one for each call. At most MaxTokenBytes printable ASCII.
+	Token string
 }
+
+// MaxTokenBytes caps ClaimParams.Token.
+const MaxTokenBytes = 64
 
 // Beat is one heartbeat request.
 type Beat struct {
@@ -274,12 +283,23 @@ type Provider interface {
 	// Claim takes the best eligible task in one atomic transaction: reap
 	// the expired leases of the lanes it covers, respect lane limits and
 	// pauses, bump the attempt counter and insert the run. Returns
-	// ErrNoWork when nothing is eligible.
+	// ErrNoWork when nothing is eligible. The token rule of ClaimMany
+	// applies.
 	Claim(ctx context.Context, p ClaimParams) (*Lease, error)
 
 	// ClaimMany claims up to n tasks in one transaction, never taking a
 	// lane past its limit. Returns an empty slice and nil when nothing is
 	// eligible.
+	//
+	// Every run a claim makes records the claim's token. A claim whose
+	// token already made runs claims nothing: it returns those of the runs
+	// that are still live and held by p.Owner (none when all have ended),
+	// with their attempts counted once. So a client that cannot tell
+	// whether a claim committed (its connection died around COMMIT) asks
+	// again with the same token rather than spend a second attempt. A
+	// provider that still cannot learn the outcome by the lease's local
+	// deadline returns an error, gives the token's runs back (abandoned,
+	// attempt refunded) once it can, and its caller never starts them.
 	ClaimMany(ctx context.Context, p ClaimParams, n int) ([]*Lease, error)
 
 	// Heartbeat extends the leases of live runs. Each result carries its
@@ -415,7 +435,24 @@ func ValidateClaim(p *ClaimParams) error {
 	if p.Owner == "" {
 		return fmt.Errorf("%w: claim needs an owner", ErrInvalid)
 	}
+	if len(p.Token) > MaxTokenBytes {
+		return fmt.Errorf("%w: claim token is %d bytes, more than %d", ErrInvalid, len(p.Token), MaxTokenBytes)
+	}
+	for _, c := range []byte(p.Token) {
+		if c < '!' || c > '~' {
+			return fmt.Errorf("%w: claim token %q holds a byte that is not printable ASCII", ErrInvalid, p.Token)
+		}
+	}
 	return nil
+}
+
+// NewClaimToken returns a random claim token: 16 bytes in hex.
+func NewClaimToken() string {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("read random claim token: %v", err))
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // ValidateSettlement checks that s names a settling outcome.

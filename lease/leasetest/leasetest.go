@@ -42,6 +42,7 @@ var cases = []testCase{
 	{"Claim/Order", testClaimOrder},
 	{"Claim/Lease", testClaimLease},
 	{"ClaimMany/LaneBound", testClaimManyLaneBound},
+	{"Claim/Token", testClaimToken},
 	{"Reap/UnderRace", testReapUnderRace},
 	{"Enqueue/Defaults", testEnqueueDefaults},
 	{"Enqueue/Dedupe", testEnqueueDedupe},

@@ -40,6 +40,9 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 		return nil, fmt.Errorf("claim task: %w", err)
 	}
 	defer p.mu.Unlock()
+	if made, ok := p.claimed(cp, now); ok {
+		return made, nil
+	}
 	covers := func(lane string) bool { return len(cp.Lanes) == 0 || slices.Contains(cp.Lanes, lane) }
 	p.reap(covers, now)
 	running := map[string]int{}
@@ -57,7 +60,37 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 		running[t.Lane]++
 		out = append(out, p.start(t, cp, now))
 	}
+	if cp.Token != "" {
+		if p.tokens == nil {
+			p.tokens = map[string][]int64{}
+		}
+		for _, l := range out {
+			p.tokens[cp.Token] = append(p.tokens[cp.Token], l.RunID)
+		}
+	}
 	return out, nil
+}
+
+// claimed answers a claim whose token already made runs: those still live
+// and held by its owner, in claim order, and true. It returns false when
+// the token made none, and the claim goes ahead.
+func (p *Provider) claimed(cp lease.ClaimParams, now time.Time) ([]*lease.Lease, bool) {
+	var made []*lease.Run
+	for _, id := range p.tokens[cp.Token] {
+		if r, ok := p.runs[id]; ok {
+			made = append(made, r)
+		}
+	}
+	if cp.Token == "" || len(made) == 0 {
+		return nil, false
+	}
+	out := []*lease.Lease{}
+	for _, r := range made {
+		if r.State == lease.RunRunning && r.Owner == cp.Owner && now.Before(r.LeaseExpiresAt) {
+			out = append(out, leaseOf(p.tasks[r.TaskID], r))
+		}
+	}
+	return out, true
 }
 
 // reap abandons the expired runs of the covered lanes.
@@ -116,16 +149,21 @@ func (p *Provider) start(t *lease.Task, cp lease.ClaimParams, now time.Time) *le
 	}
 	p.runs[r.ID] = r
 	p.live[r.ID] = r
+	return leaseOf(t, r)
+}
+
+// leaseOf is the lease that run r of task t hands out.
+func leaseOf(t *lease.Task, r *lease.Run) *lease.Lease {
 	return &lease.Lease{
 		TaskID:         t.ID,
 		RunID:          r.ID,
 		Lane:           t.Lane,
-		Agent:          t.Agent,
-		Attempt:        t.Attempts,
+		Agent:          r.Agent,
+		Attempt:        r.Attempt,
 		MaxAttempts:    t.MaxAttempts,
 		Priority:       t.Priority,
 		Payload:        append([]byte(nil), t.Payload...),
 		LeaseExpiresAt: r.LeaseExpiresAt,
-		Owner:          cp.Owner,
+		Owner:          r.Owner,
 	}
 }

@@ -22,6 +22,7 @@ type Provider struct {
 	tasks    map[int64]*lease.Task
 	runs     map[int64]*lease.Run
 	live     map[int64]*lease.Run // runs whose state is running
+	tokens   map[string][]int64   // claim token → the runs its claim made
 	periodic map[string]time.Time
 	lastTask int64
 	lastRun  int64

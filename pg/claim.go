@@ -2,9 +2,12 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -29,10 +32,99 @@ func (p *Provider) ClaimMany(ctx context.Context, cp lease.ClaimParams, n int) (
 	return p.claim(ctx, cp, n)
 }
 
+// Retries of a claim whose outcome is unknown start at claimRetryMin and
+// double up to claimRetryMax.
+const (
+	claimRetryMin = 50 * time.Millisecond
+	claimRetryMax = 2 * time.Second
+)
+
+// claim runs the claim function under one token. When the outcome of a
+// call is unknown (the statement was sent and the connection failed before
+// the COMMIT's reply came), it asks again with the same token on a fresh
+// connection, which returns the runs the lost call made, if it made any,
+// instead of claiming twice. Past the lease's local deadline it gives up,
+// and the token goes to the pending list: its runs are given back once the
+// database answers.
 func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*lease.Lease, error) {
 	if err := lease.ValidateClaim(&cp); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	if cp.Token == "" {
+		cp.Token = lease.NewClaimToken()
+	}
+	deadline := time.Now().Add(cp.Lease)
+	wait := claimRetryMin
+	for tries := 1; ; tries++ {
+		out, err := p.claimTx(ctx, cp, n)
+		if err == nil {
+			if tries > 1 {
+				p.logger.Info("claim retried with its token", "claim_token", cp.Token, "tries", tries, "runs", len(out))
+			}
+			return out, nil
+		}
+		if tries == 1 && !outcomeUnknown(err) {
+			return nil, fmt.Errorf("claim: %w", mapErr(err))
+		}
+		if outcomeKnown(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return nil, p.abandonClaim(ctx, cp, tries, err)
+		}
+		p.logger.Warn("claim outcome unknown; asking again with its token", "claim_token", cp.Token, "tries", tries, "error", err)
+		if !sleep(ctx, wait) {
+			continue // ctx ended: the next try fails at once and pends
+		}
+		wait = min(2*wait, claimRetryMax)
+	}
+}
+
+// abandonClaim gives up on a claim whose outcome is unknown: the caller
+// will not start what it may have taken, so that is given back at once
+// when the database answers (the caller went away, the database did not),
+// else later from the pending list.
+func (p *Provider) abandonClaim(ctx context.Context, cp lease.ClaimParams, tries int, err error) error {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackNow)
+	runs, gerr := p.giveBack(bctx, cp)
+	cancel()
+	if gerr == nil {
+		if len(runs) > 0 {
+			p.logger.Info("gave back the runs of a claim whose outcome was unknown", "claim_token", cp.Token, "runs", runs)
+		}
+		return fmt.Errorf("claim: outcome unknown after %d tries; what it took (claim token %s, runs %v) was given back: %w",
+			tries, cp.Token, runs, mapErr(err))
+	}
+	p.pend(cp)
+	return fmt.Errorf("claim: outcome unknown after %d tries; what it took (claim token %s) is given back once the database answers: %w",
+		tries, cp.Token, mapErr(err))
+}
+
+// outcomeUnknown reports whether a claim that failed with err may have
+// committed: the statement may have reached the server and no answer says
+// how it ended.
+func outcomeUnknown(err error) bool {
+	return !outcomeKnown(err) && !pgconn.SafeToRetry(err)
+}
+
+// outcomeKnown reports whether err is the server's own answer (the
+// transaction rolled back), or a refusal before anything was sent.
+func outcomeKnown(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || errors.Is(err, ErrNotMigrated)
+}
+
+// sleep waits d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// claimTx is one call of the claim function, in one transaction.
+func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]*lease.Lease, error) {
 	var lanes []string
 	if len(cp.Lanes) > 0 {
 		lanes = cp.Lanes
@@ -40,8 +132,8 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 	var out []*lease.Lease
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`SELECT task_id, run_id, lane, agent, attempt, max_attempts, priority, payload, lease_expires_at
-			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6)`),
-			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n).
+			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7)`),
+			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token).
 			Query(func(rows pgx.Rows) error {
 				out = out[:0]
 				for rows.Next() {
@@ -58,7 +150,7 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 			})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", mapErr(err))
+		return nil, err
 	}
 	if out == nil {
 		out = []*lease.Lease{}

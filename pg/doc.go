@@ -67,6 +67,15 @@
 // explicit READ COMMITTED matters: under REPEATABLE READ the count would
 // use a snapshot older than the lock and the lane bound would break.
 //
+// Every claim carries a token (lease.ClaimParams.Token, random unless the
+// caller names one), recorded in runs.claim_token. The function first takes
+// pg_advisory_xact_lock(ClaimTokenLockSpace, hashtext(token)) and returns
+// the live runs of the token, claiming nothing, if it already made any.
+// When a claim's outcome is unknown (the connection failed after the
+// statement was sent), claim.go asks again with the token on a fresh
+// connection until the lease's local deadline; past it, giveback.go gives
+// the token's runs back, abandoned and refunded, once the database answers.
+//
 // # Heartbeats
 //
 // Heartbeats rewrite only unindexed columns of runs (lease_expires_at,

@@ -15,12 +15,13 @@ var functionDDL = regexp.MustCompile(`(?i)\b(CREATE(\s+OR\s+REPLACE)?|ALTER|DROP
 // the migrations, the sum of the function definitions Migrate installs at
 // that version. A recorded sum never changes.
 var functionSums = map[int]string{
-	4: "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
-	5: "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
-	6: "6a529df65bcbbac05ae745ee32cb365fc874fc154aa65d13538c5bec0efc150e",
-	7: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
-	8: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
-	9: "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
+	4:  "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
+	5:  "f5ea77b92f9fcf0e227b095856cbbb9f97c82c275358695213c032c211ebe273",
+	6:  "6a529df65bcbbac05ae745ee32cb365fc874fc154aa65d13538c5bec0efc150e",
+	7:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
+	8:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
+	9:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
+	10: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -64,6 +64,7 @@ func expand(s, quotedSchema string) string {
 	return strings.NewReplacer(
 		"{{schema}}", quotedSchema,
 		"{{lockspace}}", strconv.Itoa(int(LaneLockSpace)),
+		"{{tokenspace}}", strconv.Itoa(int(ClaimTokenLockSpace)),
 	).Replace(s)
 }
 

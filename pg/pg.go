@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,12 @@ const DefaultSchema = "qd"
 // database. It must never change.
 const LaneLockSpace int32 = 0x71646c6e
 
+// ClaimTokenLockSpace is the first key of the advisory lock a claim takes
+// on its token (pg_advisory_xact_lock(ClaimTokenLockSpace,
+// hashtext(token))), so that a retried claim waits for an earlier call
+// with the same token that is still in flight: "qdct" in ASCII.
+const ClaimTokenLockSpace int32 = 0x71646374
+
 // MigrateLockSpace is the first key of the advisory lock that serialises
 // migrations of one schema: "qdmg" in ASCII.
 const MigrateLockSpace int32 = 0x71646d67
@@ -47,6 +54,15 @@ type Provider struct {
 	q      string // the schema as a quoted identifier
 	logger hclog.Logger
 	ready  atomic.Bool
+
+	// Claims whose outcome is unknown, by token, and the goroutine that
+	// gives their runs back (giveback.go); Close ends it.
+	pendMu  sync.Mutex
+	pending map[string]lease.ClaimParams
+	giving  bool
+	bg      sync.WaitGroup
+	closing context.Context
+	stop    context.CancelFunc
 }
 
 var _ lease.Provider = (*Provider)(nil)
@@ -82,6 +98,7 @@ func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, e
 		return nil, fmt.Errorf("open pool %s: %w", lease.Redact(rawURL), err)
 	}
 	p := &Provider{pool: pool, schema: schema, q: quoteIdent(schema), logger: logger.Named("pg")}
+	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.checkSchema(ctx); err != nil && !errors.Is(err, ErrNotMigrated) {
 		p.logger.Warn("cannot check queue schema", "schema", schema, "error", err)
 	}
@@ -140,8 +157,19 @@ func (p *Provider) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the pool.
-func (p *Provider) Close() { p.pool.Close() }
+// Close closes the pool. Runs of claims whose outcome is still unknown
+// get one last, short try at being given back first; those it cannot give
+// back end when their leases expire.
+func (p *Provider) Close() {
+	p.stop()
+	p.bg.Wait()
+	if len(p.pendingTokens()) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		p.giveBackAll(ctx)
+		cancel()
+	}
+	p.pool.Close()
+}
 
 // checkSchema caches a successful version check; until one succeeds every
 // method checks again.
@@ -165,11 +193,11 @@ func (p *Provider) checkSchema(ctx context.Context) error {
 // the server's default isolation.
 func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 	if err := p.checkSchema(ctx); err != nil {
-		return err
+		return unsent{err}
 	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquire connection: %w", err)
+		return fmt.Errorf("acquire connection: %w", unsent{err})
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
@@ -208,3 +236,11 @@ func (p *Provider) query(ctx context.Context, sql string, args ...any) (pgx.Rows
 
 // sql replaces the schema placeholder in a statement.
 func (p *Provider) sql(s string) string { return expand(s, p.q) }
+
+// unsent wraps the error of a transaction that failed before any of it was
+// sent, so that pgconn.SafeToRetry says so.
+type unsent struct{ err error }
+
+func (e unsent) Error() string     { return e.err.Error() }
+func (e unsent) Unwrap() error     { return e.err }
+func (e unsent) SafeToRetry() bool { return true }

@@ -23,8 +23,17 @@
 -- In each lane it locks, one statement that starts after the lock is held
 -- reads the lane's limit, counts its live runs and sees whether any
 -- expired; the claim reaps (and counts again) only when one did.
+--
+-- p_token names the claim; the client chooses it and sends the same token
+-- again when it could not learn whether an earlier call committed (the
+-- connection died around COMMIT). Every run a claim makes records it. A
+-- claim first takes the token's advisory lock (so a retry waits for an
+-- earlier call still in flight) and looks for runs with its token: when
+-- there are any, that claim committed, and this call returns those of its
+-- runs that are still live, claiming nothing. p_n = 0 only looks.
 CREATE OR REPLACE FUNCTION {{schema}}.claim(
-    p_lanes text[], p_agent text, p_owner text, p_instance text, p_lease interval, p_n int)
+    p_lanes text[], p_agent text, p_owner text, p_instance text, p_lease interval, p_n int,
+    p_token text)
 RETURNS TABLE (task_id bigint, run_id bigint, lane text, agent text, attempt int,
                max_attempts int, priority int, payload text, lease_expires_at timestamptz)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
@@ -60,6 +69,20 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'qd claim must run at READ COMMITTED, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    IF p_token IS NOT NULL THEN
+        PERFORM pg_advisory_xact_lock({{tokenspace}}, hashtext(p_token));
+        -- A new statement after the lock: it sees an earlier call that
+        -- committed while this one waited.
+        IF EXISTS (SELECT FROM {{schema}}.runs r WHERE r.claim_token = p_token) THEN
+            RETURN QUERY
+            SELECT t.id, r.id, r.lane, r.agent, r.attempt, t.max_attempts, t.priority, t.payload_text, r.lease_expires_at
+            FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id
+            WHERE r.claim_token = p_token AND r.owner = p_owner AND r.state = 'running'
+              AND r.lease_expires_at > clock_timestamp()
+            ORDER BY t.priority, t.run_after, t.id;
+            RETURN;
+        END IF;
     END IF;
     IF p_n < 1 OR cardinality(p_lanes) = 0 THEN
         RETURN;
@@ -192,8 +215,9 @@ BEGIN
                 INTO v_task, v_agent, v_attempt, v_max, v_prio, v_payload;
                 CONTINUE WHEN NOT FOUND;
                 INSERT INTO {{schema}}.runs AS r (task_id, lane, agent, attempt, owner, instance, state,
-                                                  started_at, last_heartbeat_at, lease_expires_at)
-                VALUES (v_task, v_lane, v_agent, v_attempt, p_owner, p_instance, 'running', v_now, v_now, v_now + p_lease)
+                                                  started_at, last_heartbeat_at, lease_expires_at, claim_token)
+                VALUES (v_task, v_lane, v_agent, v_attempt, p_owner, p_instance, 'running', v_now, v_now, v_now + p_lease,
+                        p_token)
                 RETURNING r.id, r.lease_expires_at INTO v_run, v_expires;
                 task_id := v_task; run_id := v_run; lane := v_lane; agent := v_agent; attempt := v_attempt;
                 max_attempts := v_max; priority := v_prio; payload := v_payload; lease_expires_at := v_expires;
@@ -215,8 +239,9 @@ BEGIN
                 RETURNING t.id, t.lane, t.agent, t.attempts, t.max_attempts, t.priority, t.payload_text, t.run_after
             ), ins AS (
                 INSERT INTO {{schema}}.runs (task_id, lane, agent, attempt, owner, instance, state,
-                                             started_at, last_heartbeat_at, lease_expires_at)
-                SELECT u.id, u.lane, u.agent, u.attempts, p_owner, p_instance, 'running', v_now, v_now, v_now + p_lease
+                                             started_at, last_heartbeat_at, lease_expires_at, claim_token)
+                SELECT u.id, u.lane, u.agent, u.attempts, p_owner, p_instance, 'running', v_now, v_now, v_now + p_lease,
+                       p_token
                 FROM upd u
                 RETURNING id, task_id, lease_expires_at
             )

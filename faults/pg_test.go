@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -93,34 +92,6 @@ func TestPG_ClaimBackendTerminated(t *testing.T) {
 	}
 	if d.Exited() {
 		t.Errorf("daemon exited after its connection was terminated")
-	}
-}
-
-// Ensure a claim whose COMMIT reply is lost starts no agent for that run,
-// and that the task is reaped after the lease and completed by one later
-// run.
-func TestPG_ClaimCommitReplyLost(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	px := newProxy(t, "127.0.0.1:5432")
-	marker := "claimcut-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	id := r.enqueue("cc", "w", `{"mode":"sleep","ms":200,"marker":"`+marker+`"}`, 3)
-	cut := px.LoseCommitAfter(marker)
-	d := r.daemon("claimcut", r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"}), testkit.DaemonOptions{}, r.viaURL(px.Addr()))
-	waitLostCommit(t, cut, d, "the claim's")
-	d.WaitLog(t, "claim failed", 10*time.Second)
-	r.verify(expect{})
-	var phantom, phantomEvents int
-	r.scalar(&phantom, `SELECT min(id) FROM {s}.runs WHERE task_id = $1`, id)
-	r.scalar(&phantomEvents, `SELECT count(*) FROM {s}.audit WHERE run_id = $1`, phantom)
-	var state, summary string
-	r.scalar(&state, `SELECT state FROM {s}.runs WHERE id = $1`, phantom)
-	r.scalar(&summary, `SELECT coalesce(summary, '') FROM {s}.runs WHERE id = $1`, phantom)
-	if phantomEvents != 0 || state != "abandoned" {
-		t.Errorf("run %d whose claim reply was lost: %d agent events, state %s (%s); want no agent and abandoned", phantom, phantomEvents, state, summary)
-	}
-	if runs := r.runsOf(id); runs != 2 {
-		t.Errorf("task %d: %d runs, want the lost claim and one real run", id, runs)
 	}
 }
 

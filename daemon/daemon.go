@@ -63,9 +63,9 @@ type daemon struct {
 	version  string
 	inc      *incarnation
 
-	metrics        *metrics.Metrics
-	metricsHandler http.Handler
-	waits          chan waited // see measureWaits
+	metrics    *metrics.Metrics
+	exposition http.Handler // metrics.Handler, served on /v1/metrics
+	waits      chan waited  // see measureWaits
 
 	mu         sync.Mutex
 	conf       *config.Config

@@ -28,12 +28,12 @@ type waited struct {
 // children it runs by agent are read at each scrape.
 func (d *daemon) newMetrics(version string) {
 	d.metrics = metrics.New(metrics.Options{Version: version, Queue: d.queue, Children: d.children})
-	d.metricsHandler = d.metrics.Handler()
+	d.exposition = d.metrics.Handler()
 	d.waits = make(chan waited, waitQueue)
 }
 
 // Metrics is the handler of the socket's /v1/metrics.
-func (d *daemon) Metrics() http.Handler { return d.metricsHandler }
+func (d *daemon) Metrics() http.Handler { return d.exposition }
 
 // children counts the children of each configured agent.
 func (d *daemon) children() map[string]int {

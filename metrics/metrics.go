@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,7 +77,9 @@ type runSeries struct {
 	started  prometheus.Counter
 	wait     prometheus.Observer
 	finished [len(outcomes)]prometheus.Counter
-	duration [len(outcomes)]prometheus.Observer
+	// duration is made at an outcome's first run: a histogram is a score
+	// of series, not worth having for outcomes an agent never has.
+	duration [len(outcomes)]atomic.Pointer[prometheus.Observer]
 }
 
 // New makes a daemon's Metrics on a private registry.
@@ -159,7 +162,6 @@ func (m *Metrics) run(agent, lane string) *runSeries {
 	s := &runSeries{started: m.started.WithLabelValues(agent, lane), wait: m.wait.WithLabelValues(agent, lane)}
 	for i, o := range outcomes {
 		s.finished[i] = m.finished.WithLabelValues(agent, lane, string(o))
-		s.duration[i] = m.duration.WithLabelValues(agent, lane, string(o))
 	}
 	got, _ := m.runs.LoadOrStore(k, s)
 	return got.(*runSeries)
@@ -204,7 +206,13 @@ func (m *Metrics) RunEnded(agent, lane string, outcome lease.RunState, reason st
 	i := outcomeIndex(outcome)
 	if i >= 0 {
 		s.finished[i].Inc()
-		s.duration[i].Observe(took.Seconds())
+		d := s.duration[i].Load()
+		if d == nil {
+			h := m.duration.WithLabelValues(agent, lane, string(outcome))
+			s.duration[i].CompareAndSwap(nil, &h)
+			d = s.duration[i].Load()
+		}
+		(*d).Observe(took.Seconds())
 	} else {
 		m.finished.WithLabelValues(agent, lane, string(outcome)).Inc()
 		m.duration.WithLabelValues(agent, lane, string(outcome)).Observe(took.Seconds())

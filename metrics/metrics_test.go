@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -238,5 +239,51 @@ func TestMetrics_NoAllocs(t *testing.T) {
 	})
 	if n > 0 {
 		t.Errorf("%v allocations per event round, want 0", n)
+	}
+}
+
+// BenchmarkMetrics_Events is one run's worth of events: a claim, a start,
+// an end and a heartbeat.
+func BenchmarkMetrics_Events(b *testing.B) {
+	m := metrics.New(metrics.Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Claimed("a", 1, time.Millisecond, nil)
+			m.RunStarted("a", "l", time.Millisecond)
+			m.RunEnded("a", "l", lease.RunCompleted, "", time.Second)
+			m.Heartbeat(time.Millisecond, nil)
+		}
+	})
+}
+
+// BenchmarkMetrics_Scrape is a scrape of a daemon with 20 agents over 100
+// lanes, every series present, the lanes read from a queue in memory.
+func BenchmarkMetrics_Scrape(b *testing.B) {
+	ctx := context.Background()
+	q := memlease.New()
+	defer q.Close()
+	m := metrics.New(metrics.Options{Queue: q})
+	for i := range 100 {
+		lane := fmt.Sprintf("lane-%d", i)
+		if _, _, err := q.Enqueue(ctx, lease.EnqueueParams{Lane: lane, Agent: "a"}); err != nil {
+			b.Fatal(err)
+		}
+		agent := fmt.Sprintf("agent-%d", i%20)
+		m.Claimed(agent, 1, time.Millisecond, nil)
+		m.RunStarted(agent, lane, time.Second)
+		for _, o := range []lease.RunState{lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled} {
+			m.RunEnded(agent, lane, o, "", time.Second)
+		}
+	}
+	h := m.Handler()
+	b.ResetTimer()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code)
+		}
+		b.SetBytes(int64(rec.Body.Len()))
 	}
 }

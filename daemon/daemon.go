@@ -140,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
-		Owner: conf.Name, Instance: d.instance, OnClaim: d.metrics.Claimed,
+		Owner: conf.Name, Instance: d.instance, OnClaim: d.metrics.Claimed, Now: wallClock(),
 	})
 	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
 	srv, err := api.Listen(conf.Socket, d, logger.Named("status"))

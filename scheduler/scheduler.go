@@ -101,8 +101,16 @@ type ticks struct {
 // due reports whether the tick at next has come and its work may start,
 // and returns that tick. A tick that has come moves next on past now, but
 // while the work of an earlier one is busy it is skipped, not queued. When
-// the work may start, due marks it busy.
+// the work may start, due marks it busy. When the wall clock stepped back
+// (next lies further ahead than the schedule's first tick after now), next
+// becomes that tick: otherwise a step back of an hour would stop the
+// schedule for an hour.
 func (t *ticks) due(sched cron.Schedule, now time.Time) (time.Time, bool) {
+	if !t.next.IsZero() {
+		if first := Next(sched, now); first.Before(t.next) {
+			t.next = first
+		}
+	}
 	if t.next.IsZero() || t.next.After(now) {
 		return time.Time{}, false
 	}

@@ -288,3 +288,32 @@ func TestScheduler_PeriodicWakesAgent(t *testing.T) {
 	start(t, s)
 	waitFor(t, 5*time.Second, "the periodic task to be claimed at once", func() bool { return r.Started() >= 1 })
 }
+
+// Ensure a step back of the wall clock does not stop an agent's schedule
+// for as long as the step: its next tick stays within one interval of the
+// clock, and it claims again.
+func TestScheduler_ClockStepsBack(t *testing.T) {
+	var mu sync.Mutex
+	offset := time.Duration(0)
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Round(0).Add(offset)
+	}
+	q := memlease.New()
+	r := &Runner{}
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Logger: hclog.NewNullLogger(), Owner: "test", Now: now})
+	s.Set([]scheduler.Agent{{Name: "build", Schedule: MustSchedule(t, "@every 1s"), Parallel: 3, Lease: time.Minute}}, nil)
+	start(t, s)
+	time.Sleep(1500 * time.Millisecond)
+	mu.Lock()
+	offset = -time.Hour
+	mu.Unlock()
+	time.Sleep(1500 * time.Millisecond)
+	next, _ := s.NextTicks()
+	if d := next["build"].Sub(now()); d > time.Second {
+		t.Fatalf("after the clock stepped back an hour the next tick is %s away, want at most 1s", d)
+	}
+	MustEnqueue(t, q, "lane", "build")
+	waitFor(t, 3*time.Second, "a claim after the step back", func() bool { return r.Started() == 1 })
+}

@@ -19,6 +19,7 @@ const waitQueue = 256
 type waited struct {
 	agent, lane string
 	taskID      int64
+	attempt     int
 	// start is when the run began by the database's clock: the lease's
 	// expiry less its length.
 	start time.Time
@@ -57,7 +58,8 @@ func (d *daemon) heartbeat(_ int, took time.Duration, err error) { d.metrics.Hea
 // how long its task waited.
 func (d *daemon) runStarted(l *lease.Lease, leaseFor time.Duration) {
 	d.metrics.RunStarted(l.Agent, l.Lane, -1)
-	w := waited{agent: l.Agent, lane: l.Lane, taskID: l.TaskID, start: l.LeaseExpiresAt.Add(-leaseFor)}
+	w := waited{agent: l.Agent, lane: l.Lane, taskID: l.TaskID, attempt: l.Attempt,
+		start: l.LeaseExpiresAt.Add(-leaseFor)}
 	select {
 	case d.waits <- w:
 	default:
@@ -65,9 +67,11 @@ func (d *daemon) runStarted(l *lease.Lease, leaseFor time.Duration) {
 }
 
 // measureWaits reads, one run at a time, the run_after of each started
-// run's task (unchanged while the run holds its lease) and observes the
-// wait from it to the run's start, both by the database's clock. It is off
-// the claim's path: a slow database only leaves waits unobserved.
+// run's task and observes the wait from it to the run's start, both by the
+// database's clock. run_after stays as it was while the run lives and
+// after it ends for good; a task queued again (the run failed, to be
+// retried) or claimed again has a new one, and its wait is left out. It is
+// off the claim's path: a slow database only leaves waits unobserved.
 func (d *daemon) measureWaits(ctx context.Context) {
 	for {
 		select {
@@ -77,7 +81,7 @@ func (d *daemon) measureWaits(ctx context.Context) {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			t, err := d.queue.Task(rctx, w.taskID)
 			cancel()
-			if err == nil {
+			if err == nil && t.Attempts == w.attempt && t.State != lease.TaskQueued {
 				d.metrics.QueueWait(w.agent, w.lane, w.start.Sub(t.RunAfter))
 			}
 		}

@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"syscall"
@@ -208,5 +210,63 @@ func TestDaemon_Metrics(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// failingBeats is a queue whose heartbeats fail: each run's lease refused
+// as lost, or the whole call failed as by a database out of reach.
+type failingBeats struct {
+	*pg.Provider
+	whole bool
+}
+
+func (q failingBeats) Heartbeat(ctx context.Context, beats ...lease.Beat) ([]lease.BeatResult, error) {
+	if q.whole {
+		return nil, errors.New("dial tcp 127.0.0.1:5432: connection refused")
+	}
+	out := make([]lease.BeatResult, len(beats))
+	for i, b := range beats {
+		out[i] = lease.BeatResult{RunID: b.RunID, Err: fmt.Errorf("run %d: %w", b.RunID, lease.ErrLeaseLost)}
+	}
+	return out, nil
+}
+
+// Ensure a refused heartbeat counts as a lease_lost kill, and heartbeats
+// that cannot reach the database count as database errors and, once the
+// local deadline passes, a fenced kill.
+func TestDaemon_MetricsLeaseKills(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		whole  bool
+		reason string
+	}{
+		{"LeaseLost", false, "lease_lost"},
+		{"Fenced", true, "fenced"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := MustPG(t)
+			if _, _, err := q.Enqueue(context.Background(), lease.EnqueueParams{Lane: "l", Agent: "hold", MaxAttempts: 1}); err != nil {
+				t.Fatal(err)
+			}
+			td := MustStart(t, failingBeats{q, c.whole}, "k1", "", `
+agent "hold" {
+  command    = ["/bin/sleep", "30"]
+  schedule   = "@every 1s"
+  lanes      = ["l"]
+  lease      = "2s"
+  kill_grace = "1s"
+}`)
+			s := td.waitMetric(1, "qd_run_kills_total", "agent", "hold", "reason", c.reason)
+			if v, _ := s.Value("qd_runs_finished_total", "agent", "hold", "outcome", "abandoned"); v != 1 {
+				t.Errorf("qd_runs_finished_total{outcome=abandoned} = %v, want 1", v)
+			}
+			errs, _ := s.Value("qd_database_errors_total", "reason", "heartbeat")
+			switch {
+			case c.whole && errs < 1:
+				t.Errorf("qd_database_errors_total{reason=heartbeat} = %v after failed heartbeats, want at least 1", errs)
+			case !c.whole && errs != 0:
+				t.Errorf("qd_database_errors_total{reason=heartbeat} = %v for refused leases, want 0: the database answered", errs)
+			}
+		})
 	}
 }

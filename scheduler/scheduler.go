@@ -388,11 +388,40 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	s.mu.Lock()
 	a.hot = len(leases) == free && !a.removed
 	s.mu.Unlock()
-	for _, l := range leases {
-		if err := s.cfg.Runner.Start(ag.Name, l, claimed); err != nil {
-			s.logger.Error("start run", "agent", ag.Name, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
+	s.start(ag.Name, leases, claimed)
+}
+
+// startParallel bounds how many runs of one claim start at once: the
+// supervisor starts children from a few spawner threads, so the children of
+// a claim need not wait for one another.
+const startParallel = 4
+
+// start hands the leases of one claim to the runner, several at a time,
+// and returns when every one has been handed over.
+func (s *Scheduler) start(agent string, leases []*lease.Lease, claimed time.Time) {
+	one := func(l *lease.Lease) {
+		if err := s.cfg.Runner.Start(agent, l, claimed); err != nil {
+			s.logger.Error("start run", "agent", agent, "run_id", l.RunID, "task_id", l.TaskID, "error", err)
 		}
 	}
+	if len(leases) == 1 {
+		one(leases[0])
+		return
+	}
+	next := make(chan *lease.Lease, len(leases))
+	for _, l := range leases {
+		next <- l
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(startParallel, len(leases)) {
+		wg.Go(func() {
+			for l := range next {
+				one(l)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (s *Scheduler) enqueue(ctx context.Context, p *periodicState, tick time.Time) {

@@ -93,6 +93,9 @@ func (s *Supervisor) newChild(l *lease.Lease, spec Spec) *child {
 	return c
 }
 
+// textBusyTries bounds the starts of a program that is busy being written.
+const textBusyTries = 5
+
 // launch opens the pipes and starts the child. The run log is created
 // with the child's first output: a run that writes nothing has no log file
 // (its empty tail is on the run row), and costs the file system nothing.
@@ -108,12 +111,24 @@ func (s *Supervisor) launch(c *child) error {
 			return fmt.Errorf("create pipe: %w", err)
 		}
 	}
-	cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
-	cmd.Dir = c.spec.Dir
-	cmd.Env = childEnv(os.Environ(), c.l, c.spec.Env)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
-	cmd.SysProcAttr = sysProcAttr(&c.pidfd)
-	err = spawn(cmd)
+	env := childEnv(os.Environ(), c.l, c.spec.Env)
+	var cmd *exec.Cmd
+	for try := 1; ; try++ {
+		cmd = exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
+		cmd.Dir = c.spec.Dir
+		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
+		cmd.SysProcAttr = sysProcAttr(&c.pidfd)
+		err = spawn(cmd)
+		// ETXTBSY: the program is open for writing somewhere, often only
+		// for the moment another child of this process, forked from
+		// another spawner thread, takes to exec (it holds a copy of every
+		// descriptor until then). A few quick tries ride that out.
+		if !errors.Is(err, syscall.ETXTBSY) || try == textBusyTries {
+			break
+		}
+		time.Sleep(time.Duration(try) * time.Millisecond)
+	}
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])

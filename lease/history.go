@@ -1,0 +1,45 @@
+package lease
+
+import "time"
+
+// TaskQuery selects tasks for a listing that pages through a long history:
+// newest first, by keyset (Before), never by offset. Zero fields match
+// everything.
+type TaskQuery struct {
+	Lane  string
+	Agent string
+	State TaskState
+	// Text keeps the tasks whose payload contains it (case-insensitive).
+	Text string
+	// From and To bound when the task was created; zero leaves that side open.
+	From, To time.Time
+	// Before keeps the tasks with a smaller id: the page after one that
+	// ended at Before. 0 starts at the newest.
+	Before int64
+	Limit  int
+}
+
+// Count is a number of rows, exact, or a planner's estimate when counting
+// exactly would read too many rows.
+type Count struct {
+	N         int64
+	Estimated bool
+}
+
+// Bucket is one interval of a throughput chart: how many runs finished in
+// it by outcome, and the queue wait (run_after to start) of the runs that
+// started in it, as percentiles in seconds.
+type Bucket struct {
+	At       time.Time
+	Finished map[RunState]int64
+	Started  int64
+	WaitP50  float64
+	WaitP90  float64
+	WaitP99  float64
+}
+
+// PeriodicRecord is the last tick a periodic schedule recorded in the queue.
+type PeriodicRecord struct {
+	Name     string
+	LastTick time.Time
+}

@@ -1,0 +1,379 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qd-run/qd/lease"
+)
+
+// The dashboard's reads (package ui). Each one goes through an index of
+// migration 011 or an older one, and none reads more than a bounded number
+// of rows: counts stop at CountCap and estimate beyond it, the payload
+// search looks at TextScanCap tasks at most, bulk changes go in batches.
+
+// CountCap is where a count stops counting and asks the planner instead.
+const CountCap = 50_000
+
+// TextScanCap is how many of the tasks matching a listing's other filters
+// (newest first) a payload search looks at.
+const TextScanCap = 100_000
+
+// bulkBatch is how many tasks one statement of a bulk change touches.
+const bulkBatch = 1000
+
+// taskWhere turns q into conditions on tasks t, numbering its arguments
+// after those already in args. The text condition is returned apart: it
+// applies after the scan cap.
+func taskWhere(q lease.TaskQuery, states []lease.TaskState, args []any) (where []string, text string, _ []any) {
+	add := func(cond string, v any) string {
+		args = append(args, v)
+		return fmt.Sprintf(cond, len(args))
+	}
+	if q.Lane != "" {
+		where = append(where, add("t.lane = $%d", q.Lane))
+	}
+	if q.Agent != "" {
+		where = append(where, add("t.agent = $%d", q.Agent))
+	}
+	if q.State != "" {
+		where = append(where, add("t.state = $%d", string(q.State)))
+	}
+	if len(states) > 0 {
+		ss := make([]string, len(states))
+		for i, s := range states {
+			ss[i] = string(s)
+		}
+		where = append(where, add("t.state = ANY ($%d)", ss))
+	}
+	// Ids grow with created_at, so a time range is also a range of ids,
+	// found with one probe of tasks_created_at_idx each; the id range is
+	// what the other indexes, all ending in id, can use.
+	if !q.From.IsZero() {
+		n := add("$%d", q.From)
+		where = append(where, "t.created_at >= "+n, `t.id >= coalesce((SELECT x.id FROM {{schema}}.tasks x
+			WHERE x.created_at >= `+n+` ORDER BY x.created_at LIMIT 1), 9223372036854775807)`)
+	}
+	if !q.To.IsZero() {
+		n := add("$%d", q.To)
+		where = append(where, "t.created_at < "+n, `t.id <= coalesce((SELECT x.id FROM {{schema}}.tasks x
+			WHERE x.created_at < `+n+` ORDER BY x.created_at DESC LIMIT 1), 0)`)
+	}
+	if q.Before > 0 {
+		where = append(where, add("t.id < $%d", q.Before))
+	}
+	if q.Text != "" {
+		text = add("strpos(lower(t.payload_text), lower($%d)) > 0", q.Text)
+	}
+	return where, text, args
+}
+
+// FindTasks lists the tasks q selects, newest first, at most q.Limit (50
+// when zero). With q.Text it looks only at the TextScanCap newest tasks
+// the other filters keep.
+func (p *Provider) FindTasks(ctx context.Context, q lease.TaskQuery) ([]lease.Task, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	where, text, args := taskWhere(q, nil, nil)
+	sql := `SELECT ` + taskColumns + ` FROM {{schema}}.tasks t` + whereClause(where) +
+		fmt.Sprintf(` ORDER BY t.id DESC LIMIT %d`, limit)
+	if text != "" {
+		sql = `SELECT ` + taskColumns + ` FROM (SELECT * FROM {{schema}}.tasks t` + whereClause(where) +
+			fmt.Sprintf(` ORDER BY t.id DESC LIMIT %d) t WHERE %s ORDER BY t.id DESC LIMIT %d`, TextScanCap, text, limit)
+	}
+	rows, err := p.query(ctx, p.sql(sql), args...)
+	if err != nil {
+		return nil, fmt.Errorf("find tasks: %w", mapErr(err))
+	}
+	ts, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("find tasks: %w", mapErr(err))
+	}
+	return ts, nil
+}
+
+// CountTasks counts the tasks q selects (ignoring q.Before and q.Limit)
+// whose state is one of states (any when empty). Past CountCap it returns
+// the planner's estimate, marked Estimated; with q.Text it counts within
+// the TextScanCap newest tasks, as FindTasks searches.
+func (p *Provider) CountTasks(ctx context.Context, q lease.TaskQuery, states ...lease.TaskState) (lease.Count, error) {
+	q.Before, q.Limit = 0, 0
+	where, text, args := taskWhere(q, states, nil)
+	from := `{{schema}}.tasks t` + whereClause(where)
+	sql := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) c`, from, CountCap+1)
+	if text != "" {
+		sql = fmt.Sprintf(`SELECT count(*) FROM (SELECT t.payload_text FROM %s ORDER BY t.id DESC LIMIT %d) t WHERE %s`,
+			from, TextScanCap, text)
+	}
+	var n int64
+	if err := p.pool.QueryRow(ctx, p.sql(sql), args...).Scan(&n); err != nil {
+		return lease.Count{}, fmt.Errorf("count tasks: %w", mapErr(err))
+	}
+	if n <= CountCap || text != "" {
+		return lease.Count{N: n}, nil
+	}
+	est, err := p.estimate(ctx, `SELECT 1 FROM `+from, args...)
+	if err != nil {
+		return lease.Count{}, fmt.Errorf("count tasks: %w", err)
+	}
+	return lease.Count{N: max(est, n), Estimated: true}, nil
+}
+
+// estimate returns the planner's estimate of the rows sql returns.
+func (p *Provider) estimate(ctx context.Context, sql string, args ...any) (int64, error) {
+	var plan []byte
+	if err := p.pool.QueryRow(ctx, p.sql(`EXPLAIN (FORMAT JSON) `+sql), args...).Scan(&plan); err != nil {
+		return 0, fmt.Errorf("estimate: %w", mapErr(err))
+	}
+	var out []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &out); err != nil || len(out) == 0 {
+		return 0, fmt.Errorf("estimate: read plan: %v", err)
+	}
+	return int64(out[0].Plan.Rows), nil
+}
+
+// BulkRetry queues again, with fresh attempts, every failed or cancelled
+// task q selects (ignoring q.Before and q.Limit), in batches. A task whose
+// dedupe key an unfinished task holds stays as it is. It returns how many
+// it queued.
+func (p *Provider) BulkRetry(ctx context.Context, q lease.TaskQuery) (int64, error) {
+	return p.bulk(ctx, q, []lease.TaskState{lease.TaskFailed, lease.TaskCancelled}, `
+		UPDATE {{schema}}.tasks t SET state = 'queued', attempts = 0, cancel_requested = false,
+			run_after = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp()
+		FROM s WHERE t.id = s.id AND t.state IN ('failed', 'cancelled') AND t.dedupe_key IS NULL`,
+		func(ctx context.Context, id int64) error { return p.Retry(ctx, id) })
+}
+
+// BulkCancel cancels every queued task q selects at once and marks every
+// running one for its holder, as Cancel does, in batches. It returns how
+// many it cancelled or marked.
+func (p *Provider) BulkCancel(ctx context.Context, q lease.TaskQuery) (int64, error) {
+	return p.bulk(ctx, q, []lease.TaskState{lease.TaskQueued, lease.TaskRunning}, `
+		UPDATE {{schema}}.tasks t SET
+			state = CASE WHEN t.state = 'queued' THEN 'cancelled' ELSE t.state END,
+			cancel_requested = true,
+			finished_at = CASE WHEN t.state = 'queued' THEN clock_timestamp() ELSE t.finished_at END,
+			updated_at = clock_timestamp()
+		FROM s WHERE t.id = s.id AND t.state IN ('queued', 'running') AND NOT t.cancel_requested`, nil)
+}
+
+// bulk runs update, which reads the batch's ids from s, over the tasks q
+// and states select, oldest first, a batch per statement. Tasks the update
+// leaves out because of their dedupe key go one by one through single.
+func (p *Provider) bulk(ctx context.Context, q lease.TaskQuery, states []lease.TaskState, update string,
+	single func(context.Context, int64) error) (int64, error) {
+	q.Before, q.Limit = 0, 0
+	var total int64
+	var after int64
+	for {
+		where, text, args := taskWhere(q, states, []any{after})
+		where = append(where, "t.id > $1")
+		if text != "" {
+			where = append(where, text)
+		}
+		sql := `WITH s AS (SELECT t.id, t.dedupe_key FROM {{schema}}.tasks t` + whereClause(where) +
+			fmt.Sprintf(` ORDER BY t.id LIMIT %d), u AS (`, bulkBatch) + update + ` RETURNING t.id)
+			SELECT coalesce((SELECT max(id) FROM s), 0), (SELECT count(*) FROM u),
+				coalesce((SELECT array_agg(s.id) FROM s WHERE s.dedupe_key IS NOT NULL), '{}')`
+		var last, n int64
+		var keyed []int64
+		if err := p.pool.QueryRow(ctx, p.sql(sql), args...).Scan(&last, &n, &keyed); err != nil {
+			return total, fmt.Errorf("bulk change of tasks: %w", mapErr(err))
+		}
+		total += n
+		if single != nil {
+			for _, id := range keyed {
+				if err := single(ctx, id); err == nil {
+					total++
+				}
+			}
+		}
+		if last == 0 {
+			return total, nil
+		}
+		after = last
+	}
+}
+
+// LiveRuns lists the running runs, oldest first, through
+// runs_running_lane_idx.
+func (p *Provider) LiveRuns(ctx context.Context) ([]lease.Run, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT `+runColumns+` FROM {{schema}}.runs r
+		JOIN {{schema}}.tasks t ON t.id = r.task_id
+		WHERE r.state = 'running' AND r.lane IS NOT NULL ORDER BY r.id`))
+	if err != nil {
+		return nil, fmt.Errorf("list live runs: %w", mapErr(err))
+	}
+	rs, err := pgx.CollectRows(rows, scanRun)
+	if err != nil {
+		return nil, fmt.Errorf("list live runs: %w", mapErr(err))
+	}
+	return rs, nil
+}
+
+// spanColumns are what a timeline bar needs of a run.
+const spanColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.state, r.started_at, r.finished_at,
+	coalesce(r.summary, ''), r.exit_code, coalesce(r.signal, '')`
+
+// RunsBetween lists the runs that overlap [from, to): at most limit of
+// those that started in it (the latest), those that started before and
+// ended in it or still run. It also counts the runs that started in it.
+func (p *Provider) RunsBetween(ctx context.Context, from, to time.Time, limit int) ([]lease.Run, lease.Count, error) {
+	sql := `(SELECT ` + spanColumns + ` FROM {{schema}}.runs r WHERE r.started_at >= $1 AND r.started_at < $2
+			ORDER BY r.started_at DESC LIMIT $3)
+		UNION ALL
+		(SELECT ` + spanColumns + ` FROM {{schema}}.runs r WHERE r.finished_at IS NOT NULL AND r.finished_at >= $1
+			AND r.started_at < $1 ORDER BY r.finished_at LIMIT $3)
+		UNION ALL
+		(SELECT ` + spanColumns + ` FROM {{schema}}.runs r WHERE r.state = 'running' AND r.lane IS NOT NULL
+			AND r.started_at < $1)`
+	rows, err := p.query(ctx, p.sql(sql), from, to, limit)
+	if err != nil {
+		return nil, lease.Count{}, fmt.Errorf("list runs between %s and %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), mapErr(err))
+	}
+	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.Run, error) {
+		var r lease.Run
+		var finished *time.Time
+		err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.State, &r.StartedAt, &finished,
+			&r.Summary, &r.ExitCode, &r.Signal)
+		if finished != nil {
+			r.FinishedAt = *finished
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, lease.Count{}, fmt.Errorf("list runs between: %w", mapErr(err))
+	}
+	count := `{{schema}}.runs r WHERE r.started_at >= $1 AND r.started_at < $2`
+	var n int64
+	if err := p.pool.QueryRow(ctx, p.sql(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) c`, count, CountCap+1)),
+		from, to).Scan(&n); err != nil {
+		return nil, lease.Count{}, fmt.Errorf("count runs: %w", mapErr(err))
+	}
+	if n <= CountCap {
+		return rs, lease.Count{N: n}, nil
+	}
+	est, err := p.estimate(ctx, `SELECT 1 FROM `+count, from, to)
+	if err != nil {
+		return nil, lease.Count{}, err
+	}
+	return rs, lease.Count{N: max(est, n), Estimated: true}, nil
+}
+
+// Throughput buckets [from, to) by every: the runs finished in each bucket
+// by outcome, and the percentiles of the queue wait of the runs started in
+// it (the wait of a task's latest attempt, from its run_after).
+func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every time.Duration) ([]lease.Bucket, error) {
+	if every <= 0 {
+		return nil, fmt.Errorf("throughput: %w: bucket %s is not positive", lease.ErrInvalid, every)
+	}
+	n := int(to.Sub(from) / every)
+	if n <= 0 || n > 20_000 {
+		return nil, fmt.Errorf("throughput: %w: %d buckets of %s", lease.ErrInvalid, n, every)
+	}
+	out := make([]lease.Bucket, n)
+	for i := range out {
+		out[i] = lease.Bucket{At: from.Add(time.Duration(i) * every), Finished: map[lease.RunState]int64{}}
+	}
+	index := func(at time.Time) int {
+		i := int(at.Sub(from) / every)
+		if i < 0 || i >= n {
+			return -1
+		}
+		return i
+	}
+	rows, err := p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.finished_at, $1), r.state, count(*)
+		FROM {{schema}}.runs r WHERE r.finished_at IS NOT NULL AND r.finished_at >= $1 AND r.finished_at < $2
+		GROUP BY 1, 2`), from, to, every)
+	if err != nil {
+		return nil, fmt.Errorf("throughput: %w", mapErr(err))
+	}
+	var at time.Time
+	var state string
+	var c int64
+	_, err = pgx.ForEachRow(rows, []any{&at, &state, &c}, func() error {
+		if i := index(at); i >= 0 {
+			out[i].Finished[lease.RunState(state)] += c
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("throughput: %w", mapErr(err))
+	}
+	rows, err = p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.started_at, $1), count(*),
+			percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM r.started_at - t.run_after)))
+		FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id AND r.attempt = t.attempts
+		WHERE r.started_at >= $1 AND r.started_at < $2 GROUP BY 1`), from, to, every)
+	if err != nil {
+		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
+	}
+	var ps []float64
+	_, err = pgx.ForEachRow(rows, []any{&at, &c, &ps}, func() error {
+		if i := index(at); i >= 0 && len(ps) == 3 {
+			out[i].Started, out[i].WaitP50, out[i].WaitP90, out[i].WaitP99 = c, ps[0], ps[1], ps[2]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// LastOutcomes returns, for each of agents that has one, its latest run
+// that ended, through runs_agent_id_idx.
+func (p *Provider) LastOutcomes(ctx context.Context, agents []string) ([]lease.Run, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT r.* FROM unnest($1::text[]) a (name)
+		CROSS JOIN LATERAL (SELECT `+spanColumns+` FROM {{schema}}.runs r
+			WHERE r.agent = a.name AND r.state <> 'running' ORDER BY r.id DESC LIMIT 1) r
+		ORDER BY r.agent`), nonNil(agents))
+	if err != nil {
+		return nil, fmt.Errorf("read last outcomes: %w", mapErr(err))
+	}
+	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.Run, error) {
+		var r lease.Run
+		var finished *time.Time
+		err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.State, &r.StartedAt, &finished,
+			&r.Summary, &r.ExitCode, &r.Signal)
+		if finished != nil {
+			r.FinishedAt = *finished
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read last outcomes: %w", mapErr(err))
+	}
+	return rs, nil
+}
+
+// PeriodicRecords lists the last tick of every periodic schedule recorded
+// in the queue.
+func (p *Provider) PeriodicRecords(ctx context.Context) ([]lease.PeriodicRecord, error) {
+	rows, err := p.query(ctx, p.sql(`SELECT name, last_tick FROM {{schema}}.periodic ORDER BY name`))
+	if err != nil {
+		return nil, fmt.Errorf("read periodic ticks: %w", mapErr(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.PeriodicRecord, error) {
+		var r lease.PeriodicRecord
+		var last *time.Time
+		err := row.Scan(&r.Name, &last)
+		if last != nil {
+			r.LastTick = *last
+		}
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read periodic ticks: %w", mapErr(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,149 @@
+package ui_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/qd-run/qd/internal/testkit"
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
+	"github.com/qd-run/qd/ui"
+)
+
+// password is put in the database URL of every test's provider; no page,
+// JSON or error may show it.
+const password = "Sup3rSecretPw"
+
+// MustProvider opens a provider on a fresh migrated schema, through a URL
+// that carries password (the test server trusts local connections, so it
+// is never checked, only carried).
+func MustProvider(tb testing.TB) (*pg.Provider, string) {
+	tb.Helper()
+	u, _ := testkit.MustSchema(tb)
+	parsed, err := url.Parse(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	parsed.User = url.UserPassword(parsed.User.Username(), password)
+	u = parsed.String()
+	p, err := pg.Open(context.Background(), u, hclog.NewNullLogger())
+	if err != nil {
+		tb.Fatalf("pg.Open: %v", err)
+	}
+	tb.Cleanup(p.Close)
+	if err := p.Migrate(context.Background()); err != nil {
+		tb.Fatalf("migrate: %v", err)
+	}
+	return p, u
+}
+
+// Daemons lists the provider's daemons as the dashboard takes them.
+func Daemons(p *pg.Provider) func(ctx context.Context) ([]ui.Daemon, error) {
+	return func(ctx context.Context) ([]ui.Daemon, error) {
+		ds, err := p.Daemons(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ui.Daemon, len(ds))
+		for i, d := range ds {
+			out[i] = ui.Daemon{Name: d.Name, Host: d.Host, Socket: d.Socket, StateDir: d.StateDir, Agents: d.Agents, SeenAgo: d.SeenAgo}
+		}
+		return out, nil
+	}
+}
+
+// MustServer serves the dashboard over p with o (Store, Listen and
+// Refresh filled in) and returns its base URL.
+func MustServer(tb testing.TB, p *pg.Provider, o ui.Options) string {
+	tb.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	o.Store = p
+	o.Listen = srv.Listener.Addr().String()
+	if o.Daemons == nil {
+		o.Daemons = Daemons(p)
+	}
+	if o.Refresh == 0 {
+		o.Refresh = 200 * time.Millisecond
+	}
+	h, err := ui.New(o)
+	if err != nil {
+		tb.Fatalf("ui.New: %v", err)
+	}
+	srv.Config.Handler = h
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// MustGet fetches base+path and returns the status and body.
+func MustGet(tb testing.TB, base, path string, header ...string) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return MustDo(tb, req)
+}
+
+// MustPost posts form to base+path as a same-origin form would.
+func MustPost(tb testing.TB, base, path string, form url.Values, header ...string) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return MustDo(tb, req)
+}
+
+func MustDo(tb testing.TB, req *http.Request) (int, string) {
+	tb.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// MustFinish claims a task of lane and settles it with outcome, summary
+// and output.
+func MustFinish(tb testing.TB, p *pg.Provider, lane string, outcome lease.RunState, summary, output string) *lease.Lease {
+	tb.Helper()
+	ctx := context.Background()
+	l, err := p.Claim(ctx, lease.ClaimParams{Lanes: []string{lane}, Owner: "tester"})
+	if err != nil {
+		tb.Fatalf("claim %s: %v", lane, err)
+	}
+	code := 0
+	if outcome != lease.RunCompleted {
+		code = 3
+	}
+	if _, err := p.Settle(ctx, lease.Settlement{RunID: l.RunID, Outcome: outcome, Summary: summary,
+		OutputTail: output, ExitCode: &code, RetryIn: time.Hour}); err != nil {
+		tb.Fatalf("settle: %v", err)
+	}
+	return l
+}
+
+// openUnmigrated opens a provider on u without checking it answers.
+func openUnmigrated(u string) (*pg.Provider, error) {
+	return pg.Open(context.Background(), u, hclog.NewNullLogger())
+}

@@ -1,0 +1,99 @@
+// qd's dashboard: live updates of a page's live part over Server-Sent
+// Events, the throughput charts, and drag-to-zoom on the timeline. No
+// build step; htmx and uPlot are vendored next to this file.
+"use strict";
+(function () {
+  var colors = { completed: "#2e7d32", failed: "#c62828", abandoned: "#ef6c00", cancelled: "#757575" };
+
+  // follow keeps #live up to date: the server sends its new HTML whenever
+  // it changes.
+  function follow() {
+    var live = document.getElementById("live");
+    var conn = document.getElementById("conn");
+    if (!live || !live.hasAttribute("data-live") || !window.EventSource) return;
+    var es = new EventSource(location.pathname + location.search);
+    es.onopen = function () { conn.textContent = "live"; conn.className = "conn on"; };
+    es.onerror = function () { conn.textContent = "reconnecting"; conn.className = "conn off"; };
+    es.onmessage = function (e) {
+      var open = {};
+      live.querySelectorAll("details[id], section[id] details").forEach(function (d, i) { open[i] = d.open; });
+      live.innerHTML = e.data;
+      live.querySelectorAll("details[id], section[id] details").forEach(function (d, i) { if (i in open) d.open = open[i]; });
+      live.querySelectorAll("pre.output").forEach(function (p) { p.scrollTop = p.scrollHeight; });
+      if (window.htmx) window.htmx.process(live);
+      charts();
+    };
+    window.addEventListener("pagehide", function () { es.close(); });
+  }
+
+  function chart(el, title, series, data, unit) {
+    if (!el) return;
+    el.textContent = "";
+    var opts = {
+      title: title,
+      width: Math.max(el.clientWidth, 320),
+      height: 240,
+      series: [{}].concat(series),
+      axes: [{}, { label: unit, size: 60 }],
+      scales: { x: { time: true } },
+    };
+    new window.uPlot(opts, data, el);
+  }
+
+  // charts draws the throughput page's two charts from its JSON.
+  function charts() {
+    var src = document.getElementById("chart-data");
+    if (!src || !window.uPlot) return;
+    var d = JSON.parse(src.textContent);
+    var finished = d.outcomes.map(function (o) {
+      return { label: o, stroke: colors[o], width: 1.5, points: { show: false } };
+    });
+    chart(document.getElementById("chart-finished"), "Runs finished per " + d.bucket, finished, [d.t].concat(d.finished), "runs");
+    var wait = ["p50", "p90", "p99"].map(function (p, i) {
+      return { label: p, stroke: ["#1565c0", "#6a1b9a", "#ad1457"][i], width: 1.5, points: { show: false } };
+    });
+    chart(document.getElementById("chart-wait"), "Queue wait (seconds)", wait, [d.t].concat(d.wait), "seconds");
+  }
+
+  // zoom lets a drag across the timeline choose the span to show.
+  function zoom() {
+    var start = null, band = null;
+    function at(svg, clientX) {
+      var box = svg.getBoundingClientRect();
+      var x = (clientX - box.left) / box.width * 1000;
+      var f = Math.min(Math.max((x - 120) / 880, 0), 1);
+      var from = Number(svg.dataset.from), to = Number(svg.dataset.to);
+      return { x: 120 + f * 880, t: Math.round(from + f * (to - from)) };
+    }
+    document.addEventListener("mousedown", function (e) {
+      var svg = e.target.closest && e.target.closest("svg.timeline");
+      if (!svg || e.button !== 0) return;
+      e.preventDefault();
+      start = { svg: svg, p: at(svg, e.clientX) };
+      band = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+      band.setAttribute("class", "band");
+      band.setAttribute("y", "0");
+      band.setAttribute("height", svg.viewBox.baseVal.height);
+      band.setAttribute("x", start.p.x);
+      band.setAttribute("width", "0");
+      svg.appendChild(band);
+    });
+    document.addEventListener("mousemove", function (e) {
+      if (!start) return;
+      var p = at(start.svg, e.clientX);
+      band.setAttribute("x", Math.min(p.x, start.p.x));
+      band.setAttribute("width", Math.abs(p.x - start.p.x));
+    });
+    document.addEventListener("mouseup", function (e) {
+      if (!start) return;
+      var p = at(start.svg, e.clientX), a = start.p;
+      start = null;
+      if (Math.abs(p.x - a.x) < 4) { band.remove(); return; }
+      location.search = "from=" + Math.min(a.t, p.t) + "&to=" + Math.max(a.t, p.t);
+    });
+  }
+
+  follow();
+  charts();
+  zoom();
+})();

@@ -203,3 +203,26 @@ lane "default" {
   # Default: leave as it is.
   # paused = false
 }
+
+# The web dashboard (docs/ui.md), served by the daemon itself; `qd ui` serves
+# the same pages as a command of its own. No block: no dashboard. Changes
+# take effect at restart.
+# ui {
+#   # host:port to listen on. An address beyond loopback needs a token.
+#   # Default: "127.0.0.1:7780".
+#   listen = "127.0.0.1:7780"
+#
+#   # true hides and refuses every action (enqueue, cancel, retry, pause).
+#   # Default: false.
+#   read_only = false
+#
+#   # Asked of every request: as the password of basic auth (any user name),
+#   # as "Authorization: Bearer TOKEN", or once as ?token= (kept in a
+#   # cookie). Default: none, which only a loopback listen allows.
+#   token = "long-random-string"
+#
+#   # Names the Host header may carry besides the listen address, IP
+#   # addresses and localhost, as when a proxy or DNS name fronts the
+#   # dashboard. Any other name is refused (DNS rebinding). Default: none.
+#   allowed_hosts = ["qd.example.com"]
+# }

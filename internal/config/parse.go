@@ -30,6 +30,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "periodic", LabelNames: []string{"name"}},
 		{Type: "lane", LabelNames: []string{"name"}},
+		{Type: "ui"},
 	},
 }
 
@@ -94,6 +95,7 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	}
 	c.Periodics = d.periodics(content.Blocks, c)
 	c.Lanes = d.lanes(content.Blocks)
+	c.UI = d.ui(content.Blocks)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}

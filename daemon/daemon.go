@@ -147,6 +147,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("api.Listen: %w", err)
 	}
+	serveUI, err := d.dashboard(conf)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
 	logger.Info("qd started", "supervisor", conf.Name, "instance", d.instance,
 		"config", conf.Source(), "socket", srv.Path(), "state_dir", conf.StateDir,
 		"agents", len(conf.Agents), "database", lease.Redact(o.URL))
@@ -208,6 +213,12 @@ func Run(ctx context.Context, o Options) error {
 				defer cancel()
 				_ = srv.Shutdown(ctx)
 			}()
+		})
+	}
+	if serveUI != nil { // the dashboard of the ui block, until the drain is over
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		g.Add(func() error { return serveUI(ctx) }, func(error) {
+			go func() { <-drained; cancel() }()
 		})
 	}
 	{ // housekeeping: release an earlier incarnation's runs, prune history

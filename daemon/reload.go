@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/qd-run/qd/internal/config"
 )
@@ -57,7 +58,16 @@ func restartOnly(old, conf *config.Config) []string {
 	if old.StateDir != conf.StateDir {
 		out = append(out, "state_dir")
 	}
+	if (old.UI == nil) != (conf.UI == nil) || (old.UI != nil && !sameUI(*old.UI, *conf.UI)) {
+		out = append(out, "ui")
+	}
 	return out
+}
+
+// sameUI compares two ui blocks, wherever in the file they are.
+func sameUI(a, b config.UI) bool {
+	a.DeclRange = b.DeclRange
+	return reflect.DeepEqual(a, b)
 }
 
 func firstLine(s string) string {

@@ -45,6 +45,7 @@ func TestLayout_Imports(t *testing.T) {
 		"supervisor":       {"lease"},
 		"scheduler":        {"lease"},
 		"backend":          {"lease", "pg"},
+		"ui":               {"lease", "api"},
 	}
 	for pkg, may := range allowed {
 		got, ok := imports[pkg]

@@ -39,6 +39,7 @@ var commands = []*command{
 	dbStopCommand,
 	daemonCommand,
 	statusCommand,
+	uiCommand,
 	versionCommand,
 	completionCommand,
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
@@ -53,7 +52,7 @@ func (d *daemon) dashboard(conf *config.Config) (func(ctx context.Context) error
 	}
 	o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = u.Listen, u.ReadOnly, u.Token, u.AllowedHosts
 	o.Logger = d.logger.Named("ui")
-	o.Metrics = d.metricsHandler()
+	o.Metrics = d.Metrics()
 	h, err := ui.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u.Pos(), err)
@@ -65,7 +64,3 @@ func (d *daemon) dashboard(conf *config.Config) (func(ctx context.Context) error
 	d.logger.Info("dashboard listening", "url", "http://"+ln.Addr().String()+"/", "read_only", u.ReadOnly)
 	return func(ctx context.Context) error { return ui.Serve(ctx, ln, h) }, nil
 }
-
-// metricsHandler is the handler of /metrics on the dashboard; nil (404)
-// until the daemon has metrics.
-func (d *daemon) metricsHandler() http.Handler { return nil }

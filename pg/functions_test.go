@@ -22,6 +22,7 @@ var functionSums = map[int]string{
 	8:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
 	9:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
 	10: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
+	11: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

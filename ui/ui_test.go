@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/ui"
 )
 
@@ -385,5 +386,16 @@ func TestVendor_Checksums(t *testing.T) {
 		if !listed[filepath.Base(f)] {
 			t.Errorf("%s is not recorded in VENDOR.md", f)
 		}
+	}
+}
+
+// Ensure /metrics serves the handler it is given: the queue's lane gauges.
+func TestUI_Metrics(t *testing.T) {
+	p, _ := MustProvider(t)
+	MustEnqueueJSON(t, p, "m", `{}`)
+	base := MustServer(t, p, ui.Options{Metrics: metrics.ForQueue(p, "test")})
+	code, body := MustGet(t, base, "/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `qd_lane_queued_tasks{lane="m"} 1`) {
+		t.Errorf("GET /metrics: status %d:\n%.2000s", code, body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/daemon"
+	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/ui"
 )
 
@@ -61,6 +62,7 @@ func setupUI(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = *listen, *readOnly, *token, hosts
+		o.Metrics = metrics.ForQueue(prov, Version())
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "ui", Output: env.Stderr, Level: hclog.Info})
 		h, err := ui.New(o)
 		if err != nil {

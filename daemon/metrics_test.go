@@ -181,6 +181,13 @@ func TestDaemon_Metrics(t *testing.T) {
 		}
 	}
 
+	began := time.Now()
+	const scrapes = 20
+	for range scrapes {
+		td.scrape()
+	}
+	t.Logf("a scrape through the socket, lanes read from PostgreSQL: %s", time.Since(began)/scrapes)
+
 	td.reload("m1", metricsAgents)
 	s = td.waitMetric(1, "qd_config_reloads_total", "outcome", "success")
 	if v, _ := s.Value("qd_config_last_reload_successful"); v != 1 {

@@ -51,7 +51,10 @@ type Timeline struct {
 type TimelineRow struct {
 	Lane string  `json:"lane"`
 	Y    float64 `json:"-"`
-	Bars []Bar   `json:"runs"`
+	// Height grows with the runs that overlapped: each gets a track.
+	Height float64 `json:"-"`
+	Bars   []Bar   `json:"runs"`
+	ends   []float64
 }
 
 // Bar is one run on the timeline.
@@ -64,13 +67,14 @@ type Bar struct {
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	Summary   string    `json:"summary,omitempty"`
-	X, W      float64   `json:"-"`
+	X, W, Y   float64   `json:"-"`
 }
 
 // Tick is a label of the time axis.
 type Tick struct {
-	X     float64
-	Label string
+	X      float64
+	Label  string
+	Anchor string // text-anchor: the end ticks stay inside the chart
 }
 
 // window reads the page's window: ?from=&to= (unix milliseconds or RFC
@@ -156,6 +160,15 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 		b := Bar{RunID: run.ID, TaskID: run.TaskID, Agent: run.Agent, Attempt: run.Attempt, Outcome: string(run.State),
 			StartedAt: run.StartedAt, EndedAt: run.FinishedAt, Summary: run.Summary, X: x(run.StartedAt)}
 		b.W = max(x(end)-b.X, 1.5)
+		track := 0 // the first track free at the run's start
+		for track < len(row.ends) && row.ends[track] > b.X+0.01 {
+			track++
+		}
+		if track == len(row.ends) {
+			row.ends = append(row.ends, 0)
+		}
+		row.ends[track] = b.X + b.W
+		b.Y = float64(track) * barHeight
 		row.Bars = append(row.Bars, b)
 	}
 	names := make([]string, 0, len(rows))
@@ -163,11 +176,18 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for i, n := range names {
-		rows[n].Y = axisHeight + float64(i)*rowHeight
-		tl.Lanes = append(tl.Lanes, *rows[n])
+	y := axisHeight
+	for _, n := range names {
+		row := rows[n]
+		row.Y = y
+		row.Height = rowHeight + float64(max(len(row.ends), 1)-1)*barHeight
+		for i := range row.Bars {
+			row.Bars[i].Y += y + (rowHeight-barHeight)/2
+		}
+		y += row.Height
+		tl.Lanes = append(tl.Lanes, *row)
 	}
-	tl.Height = axisHeight + float64(len(names))*rowHeight + 4
+	tl.Height = y + 4
 	for i := 0; i <= 6; i++ {
 		t := from.Add(span * time.Duration(i) / 6)
 		layout := "15:04"
@@ -176,7 +196,14 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 		} else if span < 10*time.Minute {
 			layout = "15:04:05"
 		}
-		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.Local().Format(layout)})
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 6:
+			anchor = "end"
+		}
+		tl.Ticks = append(tl.Ticks, Tick{X: x(t), Label: t.Local().Format(layout), Anchor: anchor})
 	}
 	mid, quarter := from.Add(span/2), span/4
 	tl.ZoomIn = windowQuery(mid.Add(-quarter), mid.Add(quarter))

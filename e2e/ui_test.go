@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+// browser finds Chromium. Without one the browser test skips, except
+// under CI, where it must run.
+func browser(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium binary: the browser test must run under CI (.ci/run installs it)")
+	}
+	t.Skip("no chromium binary (apt-get install chromium)")
+	return ""
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// consoleErrors collects what a page logs as an error: console.error,
+// uncaught exceptions, and the browser's own entries (failed loads, CSP
+// refusals), while on.
+type consoleErrors struct {
+	mu   sync.Mutex
+	list []string
+	on   bool
+}
+
+func (c *consoleErrors) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.list
+	c.list = nil
+	return out
+}
+
+func (c *consoleErrors) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.on = false
+}
+
+// listen reads the tab's console until ctx ends.
+func (c *consoleErrors) listen(ctx context.Context) {
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				c.mu.Lock()
+				if c.on {
+					c.list = append(c.list, fmt.Sprintf("%s (%s)", m, m.URL))
+				}
+				c.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// Ensure the dashboard a daemon serves from its ui block works in a real
+// browser: every page renders without a console error, a task enqueued
+// meanwhile appears on the overview without a reload, the pause button
+// pauses the lane in the database, the timeline draws one bar per run, and
+// a POST from another origin is refused. Each page's screenshot is written
+// under the test's temporary directory (and to $QD_UI_SCREENSHOTS, when
+// set, for the README).
+func TestUI_Browser(t *testing.T) {
+	chrome := browser(t)
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	build := testkit.MustScript(t, dir, "build.sh", `read -r payload
+echo "building: $payload"
+sleep 0.$((QD_TASK_ID % 7 + 2))
+case "$payload" in *fail*) echo "tests failed" >&2; exit 1;; esac
+echo "ok"
+`)
+	deploy := testkit.MustScript(t, dir, "deploy.sh", "read -r payload\necho \"deploying $payload\"\nsleep 1\n")
+	long := testkit.MustScript(t, dir, "report.sh", "echo 'collecting'\nsleep 60\n")
+	addr := freePort(t)
+	testkit.StartDaemon(t, qd, db, "ci-1", fmt.Sprintf(`
+agent "build" {
+  command  = [%q]
+  schedule = "@every 1s"
+  lanes    = ["build"]
+  parallel = 2
+  max_attempts = 1
+}
+agent "deploy" {
+  command  = [%q]
+  schedule = "@every 2s"
+  lanes    = ["deploy"]
+}
+agent "report" {
+  command  = [%q]
+  schedule = "@every 1s"
+  lanes    = ["reports"]
+}
+periodic "nightly-report" {
+  schedule = "0 3 * * *"
+  agent    = "report"
+  lane     = "reports"
+}
+lane "build" {
+  max_running = 2
+}
+ui {
+  listen = %q
+}`, build, deploy, long, addr), testkit.DaemonOptions{})
+	base := "http://" + addr
+	for i := range 14 {
+		payload := fmt.Sprintf(`{"commit":"%07x"}`, 0xa1b2c3+i*4099)
+		if i%5 == 3 {
+			payload = fmt.Sprintf(`{"commit":"%07x","note":"fail <script>alert(1)</script>"}`, 0xa1b2c3+i*4099)
+		}
+		testkit.MustQD(t, qd, db, "enqueue", "--lane", "build", "--agent", "build", "--max-attempts", "1", payload)
+	}
+	for i := range 3 {
+		testkit.MustQD(t, qd, db, "enqueue", "--lane", "deploy", "--agent", "deploy", fmt.Sprintf(`{"env":"staging-%d"}`, i))
+	}
+	testkit.MustQD(t, qd, db, "enqueue", "--lane", "reports", "--agent", "report", `{"report":"weekly"}`)
+	testkit.MustQD(t, qd, db, "enqueue", "--lane", "reports", "--agent", "report", `{"report":"daily"}`)
+	pool := testkit.MustPool(t)
+	u, _ := url.Parse(db)
+	schema := u.Query().Get("schema")
+	countRuns := func(where string) int {
+		var n int
+		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.runs r WHERE %s`, schema, where)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testkit.Eventually(t, 60*time.Second, "the build and deploy tasks to finish", func() bool {
+		return countRuns(`r.state <> 'running'`) >= 17
+	})
+
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(1280, 900), chromedp.Flag("lang", "en-US"))...)
+	defer cancel()
+	ctx, cancel = chromedp.NewContext(ctx)
+	defer cancel()
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	errs := &consoleErrors{on: true}
+	errs.listen(ctx)
+	// do runs steps with a deadline of their own; the browser lives on.
+	do := func(steps ...chromedp.Action[chromedp.Void]) error {
+		sctx, stop := context.WithTimeout(ctx, 30*time.Second)
+		defer stop()
+		return chromedp.Do(sctx, steps...)
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return v
+	}
+	shots := t.TempDir()
+	shot := func(name string) {
+		t.Helper()
+		_ = do(chromedp.Sleep(300 * time.Millisecond))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		path := filepath.Join(shots, name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the %s page: %s", name, path)
+		if out := os.Getenv("QD_UI_SCREENSHOTS"); out != "" && (name == "overview" || name == "timeline") {
+			if err := os.WriteFile(filepath.Join(out, "ui-"+name+".png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, e := range errs.take() {
+			t.Errorf("%s page: %s", name, e)
+		}
+	}
+
+	t.Run("Overview", func(t *testing.T) {
+		// The page is live: a task enqueued now shows up without a reload.
+		if err := do(chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#lanes")),
+			chromedp.WaitVisible(chromedp.CSS("#conn.on"))); err != nil {
+			t.Fatal(err)
+		}
+		// The console is heard: a probe error is caught, then set aside.
+		eval(`console.error("console probe"), "probed"`)
+		testkit.Eventually(t, 5*time.Second, "the console probe to be heard", func() bool {
+			errs.mu.Lock()
+			defer errs.mu.Unlock()
+			return len(errs.list) > 0 && strings.Contains(errs.list[len(errs.list)-1], "console probe")
+		})
+		errs.mu.Lock()
+		errs.list = errs.list[:len(errs.list)-1]
+		errs.mu.Unlock()
+		eval(`window.qdMarker = "same page"`)
+		id := strings.TrimSpace(testkit.MustQD(t, qd, db, "enqueue", "--lane", "deploy", "--agent", "deploy", "--in", "1h", `{"env":"production"}`))
+		if err := do(chromedp.WaitVisible(chromedp.CSS("#task-" + id))); err != nil {
+			t.Fatalf("task %s never appeared on the overview: %v", id, err)
+		}
+		if live := eval(`window.qdMarker || "reloaded"`); live != "same page" {
+			t.Errorf("the page reloaded to show task %s", id)
+		}
+		if err := do(chromedp.WaitVisible(chromedp.CSS("#runs")), chromedp.WaitVisible(chromedp.CSS("#agents"))); err != nil {
+			t.Fatal(err)
+		}
+		shot("overview")
+	})
+	t.Run("Pause", func(t *testing.T) {
+		// The pause button pauses the lane in the database.
+		if err := do(chromedp.Click(chromedp.CSS("#lane-deploy button.pause")),
+			chromedp.WaitVisible(chromedp.CSS("#flash .flash")), chromedp.WaitVisible(chromedp.CSS("#lane-deploy button.resume"))); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 5*time.Second, "lane deploy paused in the database", func() bool {
+			var paused bool
+			_ = pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT paused FROM %s.lanes WHERE name = 'deploy'`, schema)).Scan(&paused)
+			return paused
+		})
+	})
+	t.Run("Timeline", func(t *testing.T) {
+		// One bar per run of the last hour.
+		if err := do(chromedp.Navigate(base+"/timeline?range=hour"), chromedp.WaitVisible(chromedp.CSS("svg.timeline")),
+			chromedp.Sleep(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		want := countRuns(`r.started_at > now() - interval '1 hour'`)
+		bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.timeline rect.run").length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bars != want || bars == 0 {
+			t.Errorf("timeline draws %d bars, the queue has %d runs", bars, want)
+		}
+		// The picture: zoomed to the span the runs took.
+		var first time.Time
+		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT min(started_at) FROM %s.runs`, schema)).Scan(&first); err != nil {
+			t.Fatal(err)
+		}
+		zoom := fmt.Sprintf("/timeline?from=%d&to=%d", first.Add(-3*time.Second).UnixMilli(), time.Now().Add(3*time.Second).UnixMilli())
+		if err := do(chromedp.Navigate(base+zoom), chromedp.WaitVisible(chromedp.CSS("svg.timeline rect.run"))); err != nil {
+			t.Fatal(err)
+		}
+		shot("timeline")
+	})
+	t.Run("Pages", func(t *testing.T) {
+		// The other pages render, the throughput charts drawn, and markup
+		// in a payload stays text.
+		if err := do(chromedp.Navigate(base+"/tasks?state=failed"), chromedp.WaitVisible(chromedp.CSS("#tasks"))); err != nil {
+			t.Fatal(err)
+		}
+		failed, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#tasks tbody tr a"), "href"))
+		if err != nil || !failed.Exists {
+			t.Fatalf("no failed task listed: %v", err)
+		}
+		shot("tasks")
+		if err := do(chromedp.Navigate(base+failed.Value), chromedp.WaitVisible(chromedp.CSS("#payload"))); err != nil {
+			t.Fatal(err)
+		}
+		payload, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#payload")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(payload, "<script>alert(1)</script>") {
+			t.Errorf("the payload's markup is not shown as text: %q", payload)
+		}
+		shot("task")
+		if err := do(chromedp.Navigate(base+"/throughput"), chromedp.WaitVisible(chromedp.CSS("#chart-finished .uplot")),
+			chromedp.WaitVisible(chromedp.CSS("#chart-wait .uplot"))); err != nil {
+			t.Fatal(err)
+		}
+		shot("throughput")
+		if err := do(chromedp.Navigate(base+"/actions"), chromedp.WaitVisible(chromedp.CSS("#enqueue"))); err != nil {
+			t.Fatal(err)
+		}
+		shot("actions")
+	})
+	t.Run("CrossOrigin", func(t *testing.T) {
+		// A page of another origin posts to the dashboard: refused, and the
+		// lane stays paused.
+		errs.stop() // the other site's request is expected to fail
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `<!doctype html><title>other</title><script>
+fetch(%q, {method: "POST", mode: "no-cors", body: new URLSearchParams("back=/")})
+  .then(function () { document.title = "sent"; }, function () { document.title = "sent"; });
+</script>`, base+"/actions/lanes/deploy/resume")
+		}))
+		defer other.Close()
+		if err := do(chromedp.Navigate(other.URL), chromedp.Poll[chromedp.Void](`document.title === "sent"`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		var paused bool
+		_ = pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT paused FROM %s.lanes WHERE name = 'deploy'`, schema)).Scan(&paused)
+		if !paused {
+			t.Error("a POST from another origin resumed the lane")
+		}
+	})
+}

@@ -141,7 +141,10 @@ type Run struct {
 	OutputTail      string
 	// LogError says why the run's log file lacks output (a full disk), empty
 	// when the file holds all of it; OutputTail is then the best record.
-	LogError        string
+	LogError string
+	// CPUTime and MemoryPeak are the settlement's: nil when not measured.
+	CPUTime         *time.Duration
+	MemoryPeak      *int64
 	CancelRequested bool
 	// Computed by the provider from its clock at read time, for live runs.
 	SilentSeconds float64
@@ -230,6 +233,11 @@ type Settlement struct {
 	Refund bool
 	// LogError, when set, marks the run's log file incomplete and says why.
 	LogError string
+	// CPUTime and MemoryPeak are what the run's cgroup measured (the CPU
+	// time of all its processes, their memory peak in bytes); nil when the
+	// run had no cgroup or the cgroup no memory controller.
+	CPUTime    *time.Duration
+	MemoryPeak *int64
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.

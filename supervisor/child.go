@@ -22,7 +22,8 @@ type child struct {
 	startNs int64     // supervisor mono
 
 	cmd     *exec.Cmd
-	pidfd   int // the child's pidfd until wait closes it; -1 when none
+	cg      *runCgroup // the run's cgroup; nil when it has none
+	pidfd   int        // the child's pidfd until wait closes it; -1 when none
 	out     *output
 	logFile *os.File // nil until the first output
 	// streamsFile is the stream record, nil until stderr output.
@@ -130,6 +131,12 @@ func (c *child) stepLocked(e stopEvent) syscall.Signal {
 func (c *child) signalLocked(sig syscall.Signal) {
 	if err := syscall.Kill(-c.pid, sig); err != nil && err != syscall.ESRCH {
 		c.log.Error("signal child group", "pgid", c.pid, "signal", sig.String(), "error", err)
+	}
+	if sig == syscall.SIGKILL && c.cg != nil {
+		// Also what left the group (setsid) but not the cgroup.
+		if err := c.cg.kill(); err != nil {
+			c.log.Error("kill the run's cgroup", "error", err)
+		}
 	}
 }
 

@@ -45,6 +45,9 @@ func (s *Supervisor) Drain(grace time.Duration, hurry <-chan struct{}) {
 	}
 	s.giveUp()
 	s.discardJournal()
+	if s.cg != nil {
+		s.cg.close()
+	}
 	s.log.Info("drained")
 }
 

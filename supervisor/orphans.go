@@ -25,12 +25,18 @@ func recordPath(state string, runID int64) string {
 
 // KillOrphans kills the process groups that an earlier incarnation of the
 // daemon recorded under StateDir and left alive, then removes the records.
+// Where runs have cgroups it first kills every process left in the run
+// cgroups of dead daemons (setsid grandchildren included), and removes
+// those cgroups; killed counts both.
 // A group is killed only when its recorded leader still runs with the
 // recorded start time, or, when the leader is gone, only its members that
 // started no earlier than it: a recycled pid is never killed. Records from an
 // earlier boot, or of a daemon that still runs, are not acted on. Call it
 // before the first Start.
 func (s *Supervisor) KillOrphans() (killed int, err error) {
+	if s.cg != nil {
+		killed = s.cg.killLeftovers()
+	}
 	dir := childrenDir(s.cfg.StateDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {

@@ -113,13 +113,17 @@ func (s *Supervisor) launch(c *child) error {
 	}
 	env := childEnv(os.Environ(), c.l, c.spec.Env)
 	var cmd *exec.Cmd
+	if err = s.contain(c); err != nil {
+		closeAll(nil, ends[:]...)
+		return err
+	}
 	for try := 1; ; try++ {
 		cmd = exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
 		cmd.Dir = c.spec.Dir
 		cmd.Env = env
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
 		cmd.SysProcAttr = sysProcAttr(&c.pidfd)
-		err = spawn(cmd)
+		cmd, err = spawnIn(c.cg, cmd)
 		// ETXTBSY: the program is open for writing somewhere, often only
 		// for the moment another child of this process, forked from
 		// another spawner thread, takes to exec (it holds a copy of every
@@ -132,6 +136,10 @@ func (s *Supervisor) launch(c *child) error {
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])
+		if c.cg != nil {
+			c.cg.remove()
+			c.cg = nil
+		}
 		return err
 	}
 	c.cmd, c.stdin, c.pipes = cmd, ends[1], [2]*os.File{ends[2], ends[4]}

@@ -46,6 +46,9 @@ type Spec struct {
 	// Claimed is when the claim that granted the lease was sent (from
 	// time.Now, so it carries the monotonic clock); zero means now.
 	Claimed time.Time
+	// Limits bound the run's cgroup; Start refuses a run whose limits
+	// cannot be applied (see Containment.Check).
+	Limits Limits
 }
 
 func (sp Spec) withDefaults() Spec {
@@ -135,6 +138,9 @@ type Supervisor struct {
 	selfOnce sync.Once
 	boot     string // see self
 	start    uint64
+
+	cg       *cgroupTree // nil: runs are process groups only
+	cgReason string      // why cg is nil
 }
 
 // New checks cfg, creates the state directories and starts the settler.
@@ -148,6 +154,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	var err error
 	for _, d := range []string{cfg.StateDir, runsDir(cfg.StateDir), childrenDir(cfg.StateDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create state directory: %w", err)
@@ -169,6 +176,13 @@ func New(cfg Config) (*Supervisor, error) {
 		close(s.stopSet)
 		cancel()
 	})
+	if s.cg, err = setupCgroups(cfg.Owner, s.log); err != nil {
+		s.cgReason = err.Error()
+		s.log.Warn("runs are contained by process group only: a process an agent starts that calls setsid leaves its run's group, and outlives a timeout, a cancel and the daemon's stop",
+			"reason", s.cgReason)
+	} else {
+		s.log.Info("runs contained by cgroup", "containment", s.cg.containment().String())
+	}
 	go s.settleLoop()
 	return s, nil
 }

@@ -35,6 +35,10 @@ func (s *Supervisor) wait(c *child) {
 	if held {
 		werr = c.cmd.Wait()
 	}
+	var use Usage
+	if c.cg != nil {
+		use = c.cg.end(c.log)
+	}
 	logErr := c.out.logErr
 	if c.logFile != nil {
 		if err := c.logFile.Close(); err != nil && logErr == nil {
@@ -44,6 +48,7 @@ func (s *Supervisor) wait(c *child) {
 	closeAll(c.streamsFile, c.stdin, c.pipes[0], c.pipes[1])
 	s.unrecord(c)
 	st, settle := c.settlement(werr)
+	st.CPUTime, st.MemoryPeak = use.CPU, use.MemoryPeak
 	switch {
 	case logErr != nil:
 		st.LogError = bound(logErr.Error())

@@ -107,6 +107,14 @@ func (p *Provider) runView(r *lease.Run, now time.Time) lease.Run {
 		code := *r.ExitCode
 		v.ExitCode = &code
 	}
+	if r.CPUTime != nil {
+		cpu := *r.CPUTime
+		v.CPUTime = &cpu
+	}
+	if r.MemoryPeak != nil {
+		peak := *r.MemoryPeak
+		v.MemoryPeak = &peak
+	}
 	if r.State == lease.RunRunning {
 		v.CancelRequested = p.tasks[r.TaskID].CancelRequested
 		v.SilentSeconds = now.Sub(r.LastHeartbeatAt).Seconds()

@@ -109,6 +109,15 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 	r.Signal = s.Signal
 	r.OutputTail = s.OutputTail
 	r.LogError = s.LogError
+	r.CPUTime, r.MemoryPeak = nil, nil
+	if s.CPUTime != nil {
+		cpu := *s.CPUTime
+		r.CPUTime = &cpu
+	}
+	if s.MemoryPeak != nil {
+		peak := *s.MemoryPeak
+		r.MemoryPeak = &peak
+	}
 	delete(p.live, r.ID)
 
 	t := p.tasks[r.TaskID]

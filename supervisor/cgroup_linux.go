@@ -1,0 +1,579 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// The layout of qd's cgroups, under a parent P (the daemon's own cgroup
+// when it is delegated to it, else P is "qd" under the cgroup2 root):
+//
+//	P/qd-daemon                  the daemon itself, when P is its own cgroup
+//	P/qd-NAME/PID.START.N        one supervisor: its daemon's pid and start
+//	P/qd-NAME/PID.START.N/run-ID one run
+//
+// A supervisor's directory names the process that made it, so that a
+// later daemon tells the cgroups of a live daemon (its own included) from
+// those a dead one left: KillOrphans kills and removes the latter.
+
+// limitCtls are the controllers qd enables for runs, where it may.
+var limitCtls = []string{"cpu", "memory"}
+
+// daemonLeaf is where a daemon moves itself when its own cgroup is the
+// parent: a cgroup with processes cannot hand controllers to children.
+const daemonLeaf = "qd-daemon"
+
+// cgPlan is where this process would put its runs' cgroups.
+type cgPlan struct {
+	mount     string // the cgroup2 mount point
+	own       string // this process's cgroup, as /proc/self/cgroup says
+	base      string // directory of the parent P
+	delegated bool   // base is the daemon's own cgroup
+	avail     []string
+}
+
+// probeCgroup finds where runs' cgroups can go, reading only; the error
+// says why they cannot.
+func probeCgroup() (cgPlan, error) {
+	var p cgPlan
+	if os.Getenv(NoCgroupEnv) != "" {
+		return p, fmt.Errorf("%s is set", NoCgroupEnv)
+	}
+	var err error
+	if p.mount, err = cgroup2Mount(); err != nil {
+		return p, err
+	}
+	if p.own, err = ownCgroup(); err != nil {
+		return p, err
+	}
+	if p.own != "/" {
+		dir := filepath.Join(p.mount, p.own)
+		if delegated(dir) {
+			p.base, p.delegated = dir, true
+		}
+	}
+	if p.base == "" {
+		if os.Geteuid() != 0 {
+			if p.own == "/" {
+				return p, fmt.Errorf("qd is not root and its cgroup is the root of the cgroup2 file system at %s", p.mount)
+			}
+			return p, fmt.Errorf("cgroup %s is not delegated to qd (under systemd, set Delegate=yes in the unit) and qd is not root", p.own)
+		}
+		p.base = filepath.Join(p.mount, "qd")
+	}
+	probe := p.base
+	if _, err := os.Stat(probe); err != nil {
+		probe = filepath.Dir(probe)
+	}
+	if err := unix.Access(probe, unix.W_OK); err != nil {
+		return p, fmt.Errorf("cannot create cgroups in %s: %w", probe, err)
+	}
+	// What the parent may hand to its children: its own controllers when
+	// qd may enable them there, else what the root enabled for it.
+	from := filepath.Join(p.base, "cgroup.controllers")
+	if _, err := os.Stat(p.base); err != nil {
+		from = filepath.Join(p.mount, "cgroup.subtree_control")
+	}
+	have := readWords(from)
+	for _, c := range limitCtls {
+		if slices.Contains(have, c) {
+			p.avail = append(p.avail, c)
+		}
+	}
+	return p, nil
+}
+
+// ProbeContainment says how a daemon started now by this process's user,
+// where this process runs, would contain its runs, without creating
+// anything: for checks of a config before a daemon starts.
+func ProbeContainment() Containment {
+	p, err := probeCgroup()
+	if err != nil {
+		return Containment{Kind: ContainProcessGroup, Reason: err.Error()}
+	}
+	return Containment{Kind: ContainCgroup, Path: p.base, Mount: p.mount, Controllers: p.avail, Reason: missingReason(p.avail, p.mount)}
+}
+
+func missingReason(have []string, mount string) string {
+	var miss []string
+	for _, c := range limitCtls {
+		if !slices.Contains(have, c) {
+			miss = append(miss, c)
+		}
+	}
+	if len(miss) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s controller not enabled in cgroup v2 at %s", strings.Join(miss, " and "), mount)
+}
+
+// cgroup2Mount finds where the cgroup2 file system is mounted: at
+// /sys/fs/cgroup on a unified hierarchy, at /sys/fs/cgroup/unified on a
+// hybrid one.
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("find the cgroup2 mount: %w", err)
+	}
+	defer f.Close()
+	var found []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		fs, pf := strings.Fields(post), strings.Fields(pre)
+		if ok && len(fs) > 0 && fs[0] == "cgroup2" && len(pf) >= 5 && pf[3] == "/" {
+			found = append(found, unescapeMount(pf[4]))
+		}
+	}
+	for _, want := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		if slices.Contains(found, want) {
+			return want, nil
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
+	}
+	return "", errors.New("no cgroup2 file system is mounted")
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ownCgroup is this process's cgroup in the cgroup2 hierarchy.
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("read own cgroup: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return path, nil
+		}
+	}
+	return "", errors.New("this process has no cgroup2 cgroup (/proc/self/cgroup has no 0:: line)")
+}
+
+// delegated reports whether the cgroup at dir is handed to this process to
+// manage: systemd marks a unit's cgroup so with Delegate=yes (an extended
+// attribute), and gives a unit's user write access to it.
+func delegated(dir string) bool {
+	buf := make([]byte, 8)
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		if n, err := unix.Getxattr(dir, attr, buf); err == nil && string(buf[:n]) == "1" {
+			return true
+		}
+	}
+	if os.Geteuid() == 0 {
+		return false // root may write anywhere: that proves nothing
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "cgroup.subtree_control")} {
+		if unix.Access(p, unix.W_OK) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func readWords(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(b))
+}
+
+func writeFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// cgroupTree is a supervisor's directory of run cgroups.
+type cgroupTree struct {
+	plan    cgPlan
+	dir     string   // P/qd-NAME/PID.START.N
+	ctl     []string // controllers each run's cgroup has
+	reason  string   // why some are missing
+	noClone atomic.Bool
+	log     hclog.Logger
+}
+
+var treeSeq atomic.Int64
+
+// setupCgroups creates this supervisor's directory of run cgroups, or
+// says why there can be none.
+func setupCgroups(owner string, log hclog.Logger) (*cgroupTree, error) {
+	p, err := probeCgroup()
+	if err != nil {
+		return nil, err
+	}
+	t := &cgroupTree{plan: p, log: log}
+	if p.delegated {
+		t.leaveBase()
+	}
+	_, start := Identity()
+	group := filepath.Join(p.base, "qd-"+safeName(owner))
+	t.dir = filepath.Join(group, fmt.Sprintf("%d.%d.%d", os.Getpid(), start, treeSeq.Add(1)))
+	for _, d := range []string{p.base, group, t.dir} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+	}
+	// Hand the controllers down to the runs, where they are there to hand.
+	for _, d := range []string{p.base, group, t.dir} {
+		have := readWords(filepath.Join(d, "cgroup.controllers"))
+		on := readWords(filepath.Join(d, "cgroup.subtree_control"))
+		for _, c := range limitCtls {
+			if slices.Contains(have, c) && !slices.Contains(on, c) {
+				if err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+c); err != nil {
+					log.Debug("enable cgroup controller", "cgroup", d, "controller", c, "error", err)
+				}
+			}
+		}
+	}
+	on := readWords(filepath.Join(t.dir, "cgroup.subtree_control"))
+	for _, c := range limitCtls {
+		if slices.Contains(on, c) {
+			t.ctl = append(t.ctl, c)
+		}
+	}
+	t.reason = missingReason(t.ctl, p.mount)
+	return t, nil
+}
+
+// leaveBase moves the daemon out of its own cgroup into a leaf under it,
+// so that the cgroup may hand controllers to the runs' cgroups.
+func (t *cgroupTree) leaveBase() {
+	leaf := filepath.Join(t.plan.base, daemonLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		t.log.Warn("cannot move qd out of its cgroup; runs get no controllers", "cgroup", leaf, "error", err)
+		return
+	}
+	if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+		t.log.Warn("cannot move qd out of its cgroup; runs get no controllers", "cgroup", leaf, "error", err)
+	}
+}
+
+func (t *cgroupTree) containment() Containment {
+	return Containment{Kind: ContainCgroup, Path: t.dir, Mount: t.plan.mount, Controllers: slices.Clone(t.ctl), Reason: t.reason}
+}
+
+// safeName keeps a daemon's name to what a cgroup's name may hold.
+func safeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\n' {
+			return '_'
+		}
+		return r
+	}, s)
+	if s == "" || s == "." || s == ".." {
+		return "_"
+	}
+	return s
+}
+
+// close removes the supervisor's directory, and the daemon's when no other
+// supervisor of the same name uses it; cgroups still populated stay.
+func (t *cgroupTree) close() {
+	if err := unix.Rmdir(t.dir); err != nil && !errors.Is(err, unix.ENOENT) {
+		t.log.Warn("remove cgroup", "cgroup", t.dir, "error", err)
+	}
+	_ = unix.Rmdir(filepath.Dir(t.dir))
+}
+
+// runCgroup is the cgroup of one run.
+type runCgroup struct {
+	path string
+	fd   int // the open directory, for clone3; -1 once the child started
+	tree *cgroupTree
+}
+
+// newRun creates the cgroup of run id, with lim applied.
+func (t *cgroupTree) newRun(agent string, id int64, lim Limits) (*runCgroup, error) {
+	if err := t.containment().Check(agent, lim); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(t.dir, "run-"+strconv.FormatInt(id, 10))
+	if err := os.Mkdir(path, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create cgroup %s: %w", path, err)
+	}
+	g := &runCgroup{path: path, fd: -1, tree: t}
+	var err error
+	if lim.MemoryMax > 0 {
+		err = writeFile(filepath.Join(path, "memory.max"), strconv.FormatInt(lim.MemoryMax, 10))
+	}
+	if lim.CPUMax > 0 && err == nil {
+		const period = 100000
+		quota := max(1000, int64(math.Round(lim.CPUMax*period)))
+		err = writeFile(filepath.Join(path, "cpu.max"), fmt.Sprintf("%d %d", quota, period))
+	}
+	if err == nil {
+		g.fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		g.remove()
+		return nil, fmt.Errorf("set up cgroup %s: %w", path, err)
+	}
+	return g, nil
+}
+
+// spawn starts cmd in g: created in it by clone3, so that it never runs a
+// moment outside, or where clone3 is refused (an older kernel, a seccomp
+// filter), started and then moved in. It returns the command that runs:
+// cmd, or a copy of it started again without clone3. The cgroup's
+// descriptor is closed once a child started, kept for another try if not.
+func (g *runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) {
+	cmd, err := g.spawnOnce(cmd)
+	if err == nil && g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+	return cmd, err
+}
+
+// cloneRefusals are the errors by which clone3 refuses to start a child in
+// a cgroup: no clone3 (ENOSYS, also a seccomp filter's answer), no
+// CLONE_INTO_CGROUP (EINVAL, EOPNOTSUPP), not permitted (EPERM, EACCES),
+// a cgroup that may not hold processes (EBUSY). An exec failure may give
+// some of them too: a try without clone3 tells.
+var cloneRefusals = []syscall.Errno{syscall.ENOSYS, syscall.EINVAL, syscall.EOPNOTSUPP, syscall.EPERM, syscall.EACCES, syscall.EBUSY}
+
+func (g *runCgroup) spawnOnce(cmd *exec.Cmd) (*exec.Cmd, error) {
+	if g.tree.noClone.Load() {
+		if err := spawn(cmd); err != nil {
+			return nil, err
+		}
+		return cmd, g.place(cmd)
+	}
+	plain := *cmd.SysProcAttr
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, g.fd
+	err := spawn(cmd)
+	var errno syscall.Errno
+	if err == nil || !errors.As(err, &errno) || !slices.Contains(cloneRefusals, errno) {
+		return cmd, err
+	}
+	// clone3 refused, or the program failed to execute: tell them apart by
+	// trying once without.
+	if plain.PidFD != nil {
+		*plain.PidFD = -1
+	}
+	again := exec.Command(cmd.Path)
+	again.Args, again.Env, again.Dir = cmd.Args, cmd.Env, cmd.Dir
+	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	again.SysProcAttr = &plain
+	if err := spawn(again); err != nil {
+		return nil, err
+	}
+	g.tree.noClone.Store(true)
+	g.tree.log.Warn("cannot start children inside their cgroup (clone3 refused); moving each in as it starts, so that it runs outside for a moment",
+		"error", errno.Error())
+	return again, g.place(again)
+}
+
+// place moves the started child into g; on failure it kills and reaps it.
+func (g *runCgroup) place(cmd *exec.Cmd) error {
+	pid := cmd.Process.Pid
+	err := writeFile(filepath.Join(g.path, "cgroup.procs"), strconv.Itoa(pid))
+	if err == nil {
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	if fd := cmd.SysProcAttr.PidFD; fd != nil && *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
+	}
+	return fmt.Errorf("move child into cgroup %s: %w", g.path, err)
+}
+
+// kill kills every process in g.
+func (g *runCgroup) kill() error { return killCgroup(g.path) }
+
+func killCgroup(path string) error {
+	err := writeFile(filepath.Join(path, "cgroup.kill"), "1")
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// Before Linux 5.14: freeze, kill each, thaw.
+	_ = writeFile(filepath.Join(path, "cgroup.freeze"), "1")
+	defer writeFile(filepath.Join(path, "cgroup.freeze"), "0")
+	for _, w := range readWords(filepath.Join(path, "cgroup.procs")) {
+		if pid, err := strconv.Atoi(w); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return nil
+}
+
+// populated reports whether any process is still in the cgroup at path.
+func populated(path string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(path, "cgroup.events"))
+	if err != nil {
+		return false, err
+	}
+	return !bytes.Contains(b, []byte("populated 0")), nil
+}
+
+// emptyWait bounds how long a killed cgroup may take to empty.
+const emptyWait = 5 * time.Second
+
+// waitEmpty kills the cgroup at path until no process is left in it, or
+// emptyWait is over (a process stuck in the kernel): false then.
+func waitEmpty(path string) bool {
+	deadline := time.Now().Add(emptyWait)
+	pause := time.Millisecond
+	for {
+		full, err := populated(path)
+		if err != nil || !full {
+			return err == nil || errors.Is(err, os.ErrNotExist)
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		_ = killCgroup(path)
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+// end kills what is left in g, reads what it measured and removes it.
+func (g *runCgroup) end(log hclog.Logger) Usage {
+	if !waitEmpty(g.path) {
+		log.Error("processes of the run's cgroup did not die; leaving the cgroup", "cgroup", g.path, "waited", emptyWait)
+	}
+	u := readUsage(g.path)
+	g.remove()
+	return u
+}
+
+func readUsage(path string) Usage {
+	var u Usage
+	if b, err := os.ReadFile(filepath.Join(path, "cpu.stat")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					d := time.Duration(n) * time.Microsecond
+					u.CPU = &d
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(path, "memory.peak")); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			u.MemoryPeak = &n
+		}
+	}
+	return u
+}
+
+// remove removes g, retrying while the kernel still counts its last
+// processes.
+func (g *runCgroup) remove() {
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+	var err error
+	for range 20 {
+		if err = unix.Rmdir(g.path); err == nil || errors.Is(err, unix.ENOENT) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.tree.log.Warn("remove cgroup", "cgroup", g.path, "error", err)
+}
+
+// killLeftovers kills and removes the run cgroups that supervisors of dead
+// daemons left under the parent, whatever their names: their processes
+// have no one to supervise them. It returns how many still held processes.
+func (t *cgroupTree) killLeftovers() int {
+	killed := 0
+	groups, _ := filepath.Glob(filepath.Join(t.plan.base, "qd-*"))
+	for _, group := range groups {
+		if filepath.Base(group) == daemonLeaf {
+			continue
+		}
+		ents, err := os.ReadDir(group)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !deadMaker(e.Name()) {
+				continue
+			}
+			dir := filepath.Join(group, e.Name())
+			runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
+			for _, r := range runs {
+				full, _ := populated(r)
+				if full {
+					_ = killCgroup(r)
+					if waitEmpty(r) {
+						t.log.Warn("killed the processes left in a run's cgroup by an earlier incarnation", "cgroup", r)
+					} else {
+						t.log.Error("processes left in a run's cgroup by an earlier incarnation did not die", "cgroup", r)
+					}
+					killed++
+				}
+				if err := unix.Rmdir(r); err != nil && !errors.Is(err, unix.ENOENT) {
+					t.log.Warn("remove leftover cgroup", "cgroup", r, "error", err)
+				}
+			}
+			_ = unix.Rmdir(dir)
+		}
+	}
+	return killed
+}
+
+// deadMaker reports whether name is a supervisor's directory (PID.START.N)
+// whose process is gone.
+func deadMaker(name string) bool {
+	f := strings.Split(name, ".")
+	if len(f) != 3 {
+		return false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return false
+	}
+	now, ok := procStart(pid)
+	return !ok || now != start
+}

@@ -1,0 +1,41 @@
+//go:build !linux
+
+package supervisor
+
+import (
+	"errors"
+	"os/exec"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Cgroups are Linux's: elsewhere every run is a process group.
+
+var errNoCgroups = errors.New("cgroups are Linux only")
+
+// ProbeContainment says how a daemon started now would contain its runs.
+func ProbeContainment() Containment {
+	return Containment{Kind: ContainProcessGroup, Reason: errNoCgroups.Error()}
+}
+
+type cgroupTree struct{}
+
+type runCgroup struct{}
+
+func setupCgroups(string, hclog.Logger) (*cgroupTree, error) { return nil, errNoCgroups }
+
+func (*cgroupTree) containment() Containment { return ProbeContainment() }
+
+func (*cgroupTree) newRun(string, int64, Limits) (*runCgroup, error) { return nil, errNoCgroups }
+
+func (*cgroupTree) killLeftovers() int { return 0 }
+
+func (*cgroupTree) close() {}
+
+func (*runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, spawn(cmd) }
+
+func (*runCgroup) kill() error { return nil }
+
+func (*runCgroup) end(hclog.Logger) Usage { return Usage{} }
+
+func (*runCgroup) remove() {}

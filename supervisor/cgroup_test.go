@@ -1,0 +1,288 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/lease/memlease"
+)
+
+// needCgroups skips the test where this process cannot give runs cgroups
+// (not root, no cgroup2), except under CI, where it must.
+func needCgroups(t *testing.T) Containment {
+	t.Helper()
+	c := ProbeContainment()
+	if c.Kind != ContainCgroup {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cgroups are needed under CI: %s", c.Reason)
+		}
+		t.Skipf("no cgroups here: %s", c.Reason)
+	}
+	return c
+}
+
+// escapeScript is an agent that starts a grandchild leaving its process
+// group (setsid; with double set, through an intermediate process that
+// exits, so the grandchild is reparented too), which writes its pid to
+// pidFile, and then sleeps.
+func escapeScript(t *testing.T, pidFile string, double bool) string {
+	grand := MustScript(t, "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 300")
+	start := "setsid " + grand + " </dev/null >/dev/null 2>&1 &"
+	if double {
+		start = "sh -c '" + start + "'"
+	}
+	return start + "\nsleep 300"
+}
+
+func TestCgroup_EscapedGrandchildDies(t *testing.T) {
+	// Ensure a grandchild that left its run's process group (setsid, and
+	// setsid after a double fork) dies with its run on a timeout, a cancel
+	// and the supervisor's stop, and that the run's cgroup is removed.
+	needCgroups(t)
+	for _, how := range []string{"timeout", "cancel", "stop"} {
+		for _, double := range []bool{false, true} {
+			name := how + "/setsid"
+			if double {
+				name += "-double-fork"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				h := MustHarness(t, nil)
+				c := h.s.Containment()
+				if c.Kind != ContainCgroup {
+					t.Fatalf("containment %s, want cgroup", c)
+				}
+				pidFile := filepath.Join(t.TempDir(), "grandchild")
+				spec := Spec{KillGrace: time.Second}
+				if how == "timeout" {
+					spec.Timeout = 2 * time.Second
+				}
+				l := h.start(escapeScript(t, pidFile, double), "{}", spec)
+				grand := MustReadPID(t, pidFile)
+				if pgid, _ := syscall.Getpgid(grand); pgid == h.s.Snapshot()[0].PID {
+					t.Fatalf("grandchild %d is still in the child's group", grand)
+				}
+				switch how {
+				case "cancel":
+					h.s.CancelTask(l.TaskID)
+				case "stop":
+					go h.s.Drain(5*time.Second, nil)
+				}
+				r := h.waitRun(l.RunID)
+				MustDie(t, grand, "grandchild that called setsid, after "+how)
+				want := map[string]lease.RunState{"timeout": lease.RunAbandoned, "cancel": lease.RunCancelled, "stop": lease.RunAbandoned}[how]
+				if r.State != want {
+					t.Errorf("run %s %q, want %s", r.State, r.Summary, want)
+				}
+				if r.CPUTime == nil {
+					t.Error("run settled without its CPU time")
+				}
+				h.waitGone()
+				cg := filepath.Join(c.Path, fmt.Sprintf("run-%d", l.RunID))
+				if _, err := os.Stat(cg); !os.IsNotExist(err) {
+					t.Errorf("run's cgroup %s still there after the run (%v)", cg, err)
+				}
+			})
+		}
+	}
+}
+
+func TestCgroup_CPUTime(t *testing.T) {
+	// Ensure a CPU-burning child's CPU time is reported on its run, about
+	// what it burnt.
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	const burn = 600 * time.Millisecond
+	l := h.claim("{}", time.Minute)
+	spec := Spec{Agent: "agent", Command: []string{os.Args[0]},
+		Env: map[string]string{burnEnv: burn.String()}, Lease: time.Minute}
+	if err := h.s.Start(l, spec); err != nil {
+		t.Fatal(err)
+	}
+	r := h.waitRun(l.RunID)
+	if r.State != lease.RunCompleted {
+		t.Fatalf("burner run %s %q", r.State, r.Summary)
+	}
+	if r.CPUTime == nil {
+		t.Fatal("no CPU time on the run")
+	}
+	t.Logf("burnt %s of CPU, cgroup reports %s", burn, *r.CPUTime)
+	if *r.CPUTime < burn || *r.CPUTime > burn+time.Second {
+		t.Errorf("CPU time %s, want at least %s and not much more", *r.CPUTime, burn)
+	}
+	if r.MemoryPeak != nil && !hasController(h.s.Containment(), "memory") {
+		t.Errorf("memory peak %d reported without a memory controller", *r.MemoryPeak)
+	}
+}
+
+// burnEnv makes the test binary spin until it has used that much CPU.
+const burnEnv = "QD_SUPERVISOR_TEST_BURN"
+
+func burnCPU(d time.Duration) {
+	for {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		if time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= d {
+			return
+		}
+		for i := 0; i < 1_000_000; i++ {
+		}
+	}
+}
+
+func hasController(c Containment, name string) bool {
+	for _, n := range c.Controllers {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCgroup_Limits(t *testing.T) {
+	// Ensure memory_max is refused, with a message naming the agent and
+	// the missing controller, where the v2 memory controller is not
+	// enabled (as on a hybrid hierarchy), and applied where it is.
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	c := h.s.Containment()
+	l := h.claim("{}", time.Minute)
+	spec := Spec{Agent: "agent", Command: []string{MustScript(t, "cat /proc/self/cgroup; cat ../memory.max 2>/dev/null; exit 0")},
+		Limits: Limits{MemoryMax: 64 << 20}, Lease: time.Minute}
+	err := h.s.Start(l, spec)
+	if hasController(c, "memory") {
+		if err != nil {
+			t.Fatalf("memory_max refused though the memory controller is there: %v", err)
+		}
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCompleted || r.MemoryPeak == nil {
+			t.Fatalf("run with memory_max: %s %q, memory peak %v", r.State, r.Summary, r.MemoryPeak)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatal("memory_max accepted with no memory controller in cgroup v2")
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{`agent "agent"`, "memory controller not enabled in cgroup v2 at", "memory_max needs it"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if r := h.waitRun(l.RunID); r.State != lease.RunFailed || !strings.Contains(r.Summary, "memory_max") {
+		t.Errorf("refused run %s %q, want failed naming memory_max", r.State, r.Summary)
+	}
+	if err := c.Check("a", Limits{CPUMax: 0.5}); hasController(c, "cpu") != (err == nil) {
+		t.Errorf("cpu_max with controllers %v: %v", c.Controllers, err)
+	}
+}
+
+func TestCgroup_Fallback(t *testing.T) {
+	// Ensure that with cgroups ruled out (QD_NO_CGROUP) runs still work as
+	// process groups, the containment says so, nothing is measured, and
+	// limits are refused saying why.
+	t.Setenv(NoCgroupEnv, "1")
+	h := MustHarness(t, nil)
+	c := h.s.Containment()
+	if c.Kind != ContainProcessGroup || !strings.Contains(c.Reason, NoCgroupEnv) {
+		t.Fatalf("containment %+v, want process group because of %s", c, NoCgroupEnv)
+	}
+	if !strings.HasPrefix(c.String(), "process group (") {
+		t.Errorf("containment shown as %q", c)
+	}
+	l := h.start("echo fine", "{}", Spec{})
+	r := h.waitRun(l.RunID)
+	if r.State != lease.RunCompleted || r.CPUTime != nil || r.MemoryPeak != nil {
+		t.Errorf("run %s %q cpu %v memory %v, want completed with nothing measured", r.State, r.Summary, r.CPUTime, r.MemoryPeak)
+	}
+	err := c.Check("agent", Limits{CPUMax: 1})
+	if err == nil || !strings.Contains(err.Error(), "cpu_max needs runs in cgroups") {
+		t.Errorf("cpu_max without cgroups: %v", err)
+	}
+}
+
+// leftoverEnv makes the test binary a daemon that starts one child with an
+// escaping grandchild, then waits to be killed.
+const leftoverEnv = "QD_SUPERVISOR_TEST_LEFTOVER"
+
+func runLeftoverDaemon(dir string) int {
+	mem := memlease.New()
+	ctx := context.Background()
+	if _, _, err := mem.Enqueue(ctx, lease.EnqueueParams{Agent: "agent"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := mem.Claim(ctx, lease.ClaimParams{Owner: "leftover", Lease: time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := New(Config{Provider: mem, StateDir: dir, Owner: "leftover", Logger: hclog.NewNullLogger()})
+	if err != nil || s.cg == nil {
+		fmt.Fprintln(os.Stderr, "no cgroups:", err, s.cgReason)
+		return 1
+	}
+	go s.Loop(ctx)
+	pidFile := filepath.Join(dir, "grandchild")
+	grand := filepath.Join(dir, "grand.sh")
+	os.WriteFile(grand, []byte("#!/bin/sh\necho $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 300\n"), 0o755)
+	body := "setsid " + grand + " </dev/null >/dev/null 2>&1 & sleep 300"
+	if err := s.Start(l, Spec{Agent: "agent", Command: []string{"/bin/sh", "-c", body}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {}
+}
+
+func TestCgroup_LeftoverOfCrashedDaemon(t *testing.T) {
+	// Ensure a grandchild that called setsid and outlived its daemon (killed
+	// with SIGKILL) is found by its cgroup and killed by the next daemon's
+	// KillOrphans, and the dead daemon's cgroups are removed.
+	c := needCgroups(t)
+	dir := t.TempDir()
+	daemon := exec.Command(os.Args[0])
+	daemon.Env = append(os.Environ(), leftoverEnv+"="+dir)
+	daemon.Stderr = os.Stderr
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	grand := MustReadPID(t, filepath.Join(dir, "grandchild"))
+	if err := daemon.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	daemon.Wait()
+	time.Sleep(300 * time.Millisecond)
+	if !alive(grand) {
+		t.Fatal("the setsid grandchild died with its daemon: nothing left to find")
+	}
+	left, _ := filepath.Glob(filepath.Join(c.Path, "qd-leftover", fmt.Sprintf("%d.*", daemon.Process.Pid)))
+	if len(left) != 1 {
+		t.Fatalf("dead daemon's cgroups: %v, want one directory", left)
+	}
+	h := MustHarness(t, nil)
+	n, err := h.s.KillOrphans()
+	if err != nil {
+		t.Fatal(err)
+	}
+	MustDie(t, grand, "setsid grandchild of a crashed daemon")
+	if n < 1 {
+		t.Errorf("KillOrphans reported %d killed, want at least the leftover cgroup", n)
+	}
+	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
+		t.Errorf("dead daemon's cgroup %s still there (%v)", left[0], err)
+	}
+	// The live supervisor's own cgroups are never touched.
+	if _, err := os.Stat(h.s.Containment().Path); err != nil {
+		t.Errorf("KillOrphans removed its own supervisor's cgroup: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ var functionSums = map[int]string{
 	9:  "38c69ba6a0c6e17279f6a1b7428a4db185b4db82b3c989c51685ae5ca72ec934",
 	10: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
 	11: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
+	12: "4a5b0fa668ba2606606a5038899be9dc0a5f8d38af7c16bf7b6821884e3bba05",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

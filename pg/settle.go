@@ -23,6 +23,8 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 		tails     []*string
 		retries   []*time.Duration
 		refunds   []bool
+		cpus      []*int64
+		peaks     []*int64
 	)
 	for i, s := range ss {
 		if err := lease.ValidateSettlement(s); err != nil {
@@ -47,6 +49,12 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 		}
 		retries = append(retries, retry)
 		refunds = append(refunds, s.Refund)
+		var cpu *int64
+		if s.CPUTime != nil {
+			us := s.CPUTime.Microseconds()
+			cpu = &us
+		}
+		cpus, peaks = append(cpus, cpu), append(peaks, s.MemoryPeak)
 	}
 	if len(ids) == 0 {
 		return errs, nil
@@ -60,8 +68,8 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 	}
 	status := make(map[int64]string, len(ids))
 	err := p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8)`),
-			ids, outcomes, summaries, exits, signals, tails, retries, refunds).
+		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+			ids, outcomes, summaries, exits, signals, tails, retries, refunds, cpus, peaks).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var id int64

@@ -228,16 +228,21 @@ func whereClause(conds []string) string {
 
 const runColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.instance, r.state, coalesce(r.pid, 0),
 	r.started_at, r.last_heartbeat_at, r.lease_expires_at, r.last_output_at, r.finished_at, r.exit_code,
-	coalesce(r.signal, ''), coalesce(r.summary, ''), coalesce(r.output_tail, ''), coalesce(r.log_error, ''), t.cancel_requested,
+	coalesce(r.signal, ''), coalesce(r.summary, ''), coalesce(r.output_tail, ''), coalesce(r.log_error, ''), r.cpu_usec, r.memory_peak, t.cancel_requested,
 	CASE WHEN r.state = 'running' THEN extract(epoch FROM clock_timestamp() - r.last_heartbeat_at)::float8 ELSE 0 END,
 	CASE WHEN r.state = 'running' THEN greatest(r.lease_expires_at - clock_timestamp(), interval '0') ELSE interval '0' END`
 
 func scanRun(row pgx.CollectableRow) (lease.Run, error) {
 	var r lease.Run
 	var output, finished *time.Time
+	var cpu *int64
 	err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.Instance, &r.State, &r.PID,
 		&r.StartedAt, &r.LastHeartbeatAt, &r.LeaseExpiresAt, &output, &finished, &r.ExitCode,
-		&r.Signal, &r.Summary, &r.OutputTail, &r.LogError, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft)
+		&r.Signal, &r.Summary, &r.OutputTail, &r.LogError, &cpu, &r.MemoryPeak, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft)
+	if cpu != nil {
+		d := time.Duration(*cpu) * time.Microsecond
+		r.CPUTime = &d
+	}
 	if output != nil {
 		r.LastOutputAt = *output
 	}

@@ -252,9 +252,14 @@ func setupCgroups(owner string, log hclog.Logger) (*cgroupTree, error) {
 	_, start := Identity()
 	group := filepath.Join(p.base, "qd-"+safeName(owner))
 	t.dir = filepath.Join(group, fmt.Sprintf("%d.%d.%d", os.Getpid(), start, treeSeq.Add(1)))
-	for _, d := range []string{p.base, group, t.dir} {
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+	// Another daemon may remove group, empty, in between: try again then.
+	for try := 0; ; try++ {
+		err := os.MkdirAll(t.dir, 0o755)
+		if err == nil {
+			break
+		}
+		if try == 2 || !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("create cgroup %s: %w", t.dir, err)
 		}
 	}
 	// Hand the controllers down to the runs, where they are there to hand.
@@ -558,6 +563,7 @@ func (t *cgroupTree) killLeftovers() int {
 			}
 			_ = unix.Rmdir(dir)
 		}
+		_ = unix.Rmdir(group) // when no daemon of that name is left
 	}
 	return killed
 }

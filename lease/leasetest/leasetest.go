@@ -54,6 +54,7 @@ var cases = []testCase{
 	{"Settle/AbandonRefund", testSettleAbandonRefund},
 	{"Settle/AbandonBackoff", testSettleAbandonBackoff},
 	{"Settle/LogError", testSettleLogError},
+	{"Settle/Usage", testSettleUsage},
 	{"Settle/LastSummary", testSettleLastSummary},
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},

@@ -224,6 +224,41 @@ func testSettleLogError(t *testing.T, p lease.Provider) {
 	}
 }
 
+// Ensure what a run's cgroup measured (CPU time to the microsecond, memory
+// peak in bytes) is kept on the run and read back, in Run and Runs; that a
+// settlement without them leaves them absent, not zero; and that a refused
+// (stale) settlement changes neither.
+func testSettleUsage(t *testing.T, p lease.Provider) {
+	mustEnqueue(t, p, task("usage", "a"))
+	mustEnqueue(t, p, task("usage", "a"))
+	l := MustClaim(t, p, claimIn("usage"))
+	cpu, peak := 1500*time.Millisecond+7*time.Microsecond, int64(123_456_789)
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: "exited 1", CPUTime: &cpu, MemoryPeak: &peak})
+	check := func(r lease.Run, what string) {
+		t.Helper()
+		if r.CPUTime == nil || *r.CPUTime != cpu || r.MemoryPeak == nil || *r.MemoryPeak != peak {
+			t.Errorf("%s: CPU time %v, memory peak %v; want %s and %d", what, r.CPUTime, r.MemoryPeak, cpu, peak)
+		}
+	}
+	check(MustRun(t, p, l.RunID), "Run")
+	runs, err := p.Runs(context.Background(), lease.RunFilter{Lane: "usage"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("Runs: %d runs, %v", len(runs), err)
+	}
+	check(runs[0], "Runs")
+	other := time.Second
+	errs, err := p.Settle(context.Background(), lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "late", CPUTime: &other})
+	if err != nil || len(errs) != 1 || !errors.Is(errs[0], lease.ErrLeaseLost) {
+		t.Fatalf("stale settlement: %v %v, want ErrLeaseLost", errs, err)
+	}
+	check(MustRun(t, p, l.RunID), "after a refused settlement")
+	l = MustClaim(t, p, claimIn("usage"))
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "ok"})
+	if r := MustRun(t, p, l.RunID); r.CPUTime != nil || r.MemoryPeak != nil {
+		t.Errorf("run settled unmeasured: CPU time %v, memory peak %v; want both absent", r.CPUTime, r.MemoryPeak)
+	}
+}
+
 // Ensure CancelRequested names exactly the live runs asked about whose task
 // has a cancel request: not another live run, not an unknown id, and not a
 // run that has ended.

@@ -1,10 +1,12 @@
 -- settle ends runs, each fenced on its own: a run still live ends with its
 -- outcome; one already ended with the same outcome answers 'same' (a
 -- retried settlement whose commit reply was lost); any other answers
--- 'lost', and an unknown id 'missing'.
+-- 'lost', and an unknown id 'missing'. p_cpu_usec and p_memory_peaks are
+-- what the run's cgroup measured, NULL where it measured nothing.
 CREATE OR REPLACE FUNCTION {{schema}}.settle(
     p_ids bigint[], p_outcomes text[], p_summaries text[], p_exit_codes int[],
-    p_signals text[], p_tails text[], p_retry_in interval[], p_refunds boolean[])
+    p_signals text[], p_tails text[], p_retry_in interval[], p_refunds boolean[],
+    p_cpu_usec bigint[], p_memory_peaks bigint[])
 RETURNS TABLE (run_id bigint, status text)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 #variable_conflict use_column
@@ -20,7 +22,9 @@ BEGIN
             summary = p_summaries[i],
             exit_code = p_exit_codes[i],
             signal = p_signals[i],
-            output_tail = coalesce(p_tails[i], r.output_tail)
+            output_tail = coalesce(p_tails[i], r.output_tail),
+            cpu_usec = p_cpu_usec[i],
+            memory_peak = p_memory_peaks[i]
         WHERE r.id = p_ids[i] AND r.state = 'running' AND r.lease_expires_at > clock_timestamp()
         RETURNING r.task_id INTO v_task;
         IF FOUND THEN

@@ -137,6 +137,15 @@ agent "hello" {
   # Attempts for the tasks this agent's periodic blocks enqueue.
   # `qd enqueue` sets its own. Default: 3.
   max_attempts = 3
+
+  # Bounds on each run's cgroup: memory (bytes, or with K, M, G or T,
+  # powers of 1024; memory.max) and CPUs (cpu.max; 0.5 is half of one).
+  # Only where qd gives runs cgroups and the controller is enabled for
+  # them (see `qd status` and docs/service.md): elsewhere qd refuses to
+  # start, naming the agent. `qd run --check` checks this host.
+  # Default: unset, no bound.
+  # memory_max = "2G"
+  # cpu_max    = 1.5
 }
 
 agent "progress" {

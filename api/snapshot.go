@@ -39,6 +39,21 @@ type Snapshot struct {
 	// Unserved counts the queued tasks, by agent, that no living daemon
 	// sharing the queue runs: they wait until one does.
 	Unserved []UnservedAgent `json:"unserved"`
+	// Containment says how the daemon holds each run's processes together.
+	Containment ContainmentStatus `json:"containment"`
+}
+
+// ContainmentStatus is how a daemon contains its runs: Kind "cgroup" (each
+// run in a cgroup of its own under Cgroup, killed whole, setsid or not) or
+// "process group" (a grandchild that calls setsid escapes; Reason says
+// why there are no cgroups). Controllers are those of cpu and memory that
+// each run's cgroup has (cpu_max, memory_max and the memory peak need
+// them); Reason also names those missing.
+type ContainmentStatus struct {
+	Kind        string   `json:"kind"`
+	Cgroup      string   `json:"cgroup,omitempty"`
+	Controllers []string `json:"controllers"`
+	Reason      string   `json:"reason,omitempty"`
 }
 
 // PeriodicStatus is one periodic schedule: when it fires next (by this

@@ -131,6 +131,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
 	}
+	if err := d.checkLimits(conf); err != nil {
+		return err
+	}
 	if n, err := d.sup.KillOrphans(); err != nil {
 		logger.Warn("could not check for children of a previous run", "error", err)
 	} else if n > 0 {

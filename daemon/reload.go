@@ -20,6 +20,9 @@ func (d *daemon) reload() {
 		return
 	}
 	conf, err := config.Load(old.Path)
+	if err == nil {
+		err = d.checkLimits(conf)
+	}
 	if err != nil {
 		d.logger.Error("reload failed; keeping the running config", "error", err)
 		d.mu.Lock()

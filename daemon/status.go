@@ -58,6 +58,8 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		s.Runs = append(s.Runs, runStatus(r, now))
 	}
 	s.DrainingSince = d.sup.DrainingSince()
+	c := d.sup.Containment()
+	s.Containment = api.ContainmentStatus{Kind: c.Kind, Cgroup: c.Path, Controllers: append([]string{}, c.Controllers...), Reason: c.Reason}
 	sent, failed, dropped := d.notifier.Counts()
 	s.Notifications = api.NotifyCounts{Sent: sent, Failed: failed, Dropped: dropped}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -61,6 +61,9 @@ func probeCgroup() (cgPlan, error) {
 	if p.own, err = ownCgroup(); err != nil {
 		return p, err
 	}
+	// A daemon that moved itself out of its own cgroup (leaveBase) still
+	// uses that one.
+	p.own = strings.TrimSuffix(p.own, "/"+daemonLeaf)
 	if p.own != "/" {
 		dir := filepath.Join(p.mount, p.own)
 		if delegated(dir) {

@@ -54,6 +54,9 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 		}
 		fmt.Fprintf(w, "state dir:\t%s\n", line)
 	}
+	if c := s.Containment; c.Kind != "" {
+		fmt.Fprintf(w, "contained:\t%s\n", containmentText(c))
+	}
 	if s.LogLinesDropped > 0 {
 		fmt.Fprintf(w, "log:\t%d lines dropped: the daemon's stderr was not being read\n", s.LogLinesDropped)
 	}
@@ -157,4 +160,20 @@ func leaseLeft(s float64) string {
 
 func seconds(s float64) string {
 	return duration(time.Duration(s * float64(time.Second)))
+}
+
+// containmentText is the header's line on how runs are contained.
+func containmentText(c api.ContainmentStatus) string {
+	if c.Kind != "cgroup" {
+		return fmt.Sprintf("%s only (%s): a process that calls setsid outlives its run", c.Kind, c.Reason)
+	}
+	ctl := "no controllers"
+	if len(c.Controllers) > 0 {
+		ctl = "controllers " + strings.Join(c.Controllers, ", ")
+	}
+	line := fmt.Sprintf("cgroup per run under %s (%s)", c.Cgroup, ctl)
+	if c.Reason != "" {
+		line += "; " + c.Reason
+	}
+	return line
 }

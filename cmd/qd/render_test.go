@@ -122,3 +122,44 @@ func TestRender_Empty(t *testing.T) {
 		t.Fatalf("database line missing:\n%s", b.String())
 	}
 }
+
+// Ensure the header says how runs are contained: the cgroup and its
+// controllers, or process groups, why, and what escapes them.
+func TestRender_Containment(t *testing.T) {
+	for _, tt := range []struct {
+		c    api.ContainmentStatus
+		want string
+	}{
+		{api.ContainmentStatus{Kind: "cgroup", Cgroup: "/sys/fs/cgroup/unified/qd/qd-h/1.2.1", Reason: "cpu and memory controller not enabled in cgroup v2 at /sys/fs/cgroup/unified"},
+			"contained: cgroup per run under /sys/fs/cgroup/unified/qd/qd-h/1.2.1 (no controllers); cpu and memory controller not enabled in cgroup v2 at /sys/fs/cgroup/unified"},
+		{api.ContainmentStatus{Kind: "cgroup", Cgroup: "/sys/fs/cgroup/qd.service/qd-h/1.2.1", Controllers: []string{"cpu", "memory"}},
+			"contained: cgroup per run under /sys/fs/cgroup/qd.service/qd-h/1.2.1 (controllers cpu, memory)"},
+		{api.ContainmentStatus{Kind: "process group", Reason: "QD_NO_CGROUP is set"},
+			"contained: process group only (QD_NO_CGROUP is set): a process that calls setsid outlives its run"},
+	} {
+		var b strings.Builder
+		if err := renderStatus(&b, &api.Snapshot{Supervisor: "h", Containment: tt.c}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if !containsCollapsed(b.String(), tt.want) {
+			t.Errorf("status:\n%s\nwant a line %q", b.String(), tt.want)
+		}
+	}
+}
+
+// Ensure a run's CPU time and memory peak read naturally, and show "-"
+// when not measured.
+func TestUsageText(t *testing.T) {
+	ms := func(n int64) *time.Duration { d := time.Duration(n) * time.Millisecond; return &d }
+	for d, want := range map[*time.Duration]string{nil: "-", ms(42): "42ms", ms(1500): "1.5s", ms(125_000): "2m5s"} {
+		if got := cpuText(d); got != want {
+			t.Errorf("cpuText(%v) = %q, want %q", d, got, want)
+		}
+	}
+	n := func(v int64) *int64 { return &v }
+	for b, want := range map[*int64]string{nil: "-", n(512): "512B", n(1536): "1.5KiB", n(300 << 20): "300.0MiB", n(3 << 30): "3.0GiB"} {
+		if got := bytesText(b); got != want {
+			t.Errorf("bytesText(%v) = %q, want %q", b, got, want)
+		}
+	}
+}

@@ -14,7 +14,8 @@ var runsCommand = &command{
 	summary: "list runs, newest first",
 	usage:   "[--task ID] [--lane L] [--state S] [--limit N] [--json]",
 	help: `Columns: id, task, attempt, owner, state, started, duration, exit code or
-signal, silence (seconds since the last heartbeat, live runs only), summary.
+signal, silence (seconds since the last heartbeat, live runs only), CPU time
+and memory peak (measured by the run's cgroup, where it had one), summary.
 With --task, the task's runs in attempt order. JSON when --json is given or
 stdout is not a terminal.`,
 	db:    true,
@@ -42,6 +43,8 @@ type runJSON struct {
 	CancelRequested  bool           `json:"cancel_requested"`
 	SilentSeconds    *float64       `json:"silent_seconds,omitempty"`
 	LeaseLeftSeconds *float64       `json:"lease_left_seconds,omitempty"`
+	CPUSeconds       *float64       `json:"cpu_seconds,omitempty"`
+	MemoryPeakBytes  *int64         `json:"memory_peak_bytes,omitempty"`
 }
 
 func toRunJSON(r lease.Run) runJSON {
@@ -50,7 +53,11 @@ func toRunJSON(r lease.Run) runJSON {
 		Owner: r.Owner, State: r.State, PID: r.PID, StartedAt: timePtr(r.StartedAt),
 		LastHeartbeatAt: timePtr(r.LastHeartbeatAt), LeaseExpiresAt: timePtr(r.LeaseExpiresAt),
 		FinishedAt: timePtr(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
-		Summary: r.Summary, CancelRequested: r.CancelRequested,
+		Summary: r.Summary, CancelRequested: r.CancelRequested, MemoryPeakBytes: r.MemoryPeak,
+	}
+	if r.CPUTime != nil {
+		cpu := r.CPUTime.Seconds()
+		out.CPUSeconds = &cpu
 	}
 	if r.State == lease.RunRunning {
 		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()
@@ -97,11 +104,11 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 
 func writeRunTable(env *Env, runs []lease.Run) error {
 	now := time.Now()
-	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "SUMMARY")
+	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "CPU", "MEM PEAK", "SUMMARY")
 	for _, r := range runs {
 		tb.row(strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.TaskID, 10), strconv.Itoa(r.Attempt),
 			r.Owner, runState(r), relative(r.StartedAt, now), runDuration(r, now), exitText(r),
-			silence(r), truncate(r.Summary, 60))
+			silence(r), cpuText(r.CPUTime), bytesText(r.MemoryPeak), truncate(r.Summary, 60))
 	}
 	return tb.flush()
 }
@@ -141,4 +148,35 @@ func silence(r lease.Run) string {
 		return "-"
 	}
 	return duration(time.Duration(r.SilentSeconds * float64(time.Second)))
+}
+
+// cpuText shows a run's CPU time: milliseconds under a second, tenths of
+// a second under a minute, then two units; "-" when not measured.
+func cpuText(d *time.Duration) string {
+	switch {
+	case d == nil:
+		return "-"
+	case *d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case *d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	}
+	return duration(*d)
+}
+
+// bytesText shows a size in powers of 1024; "-" when not measured.
+func bytesText(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	v, units := float64(*n), []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatInt(*n, 10) + "B"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
 }

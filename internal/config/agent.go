@@ -25,6 +25,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "timeout"}, {Name: "stall_timeout"}, {Name: "kill_grace"},
 		{Name: "retry_backoff"}, {Name: "max_attempts"},
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
+		{Name: "memory_max"}, {Name: "cpu_max"},
 	},
 }
 
@@ -66,6 +67,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", a.MaxAttempts)
 	}
 	d.timing(attrs, ctx, &a)
+	d.limits(attrs, ctx, &a)
 	base := d.dir
 	if a.Dir != "" {
 		base = a.Dir

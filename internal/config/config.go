@@ -73,6 +73,10 @@ type Agent struct {
 	KillGrace    time.Duration // SIGTERM to SIGKILL
 	RetryBackoff time.Duration // base of the exponential backoff
 	MaxAttempts  int           // for tasks its periodics enqueue
+	// MemoryMax (bytes) and CPUMax (CPUs) bound each run's cgroup; zero:
+	// no bound.
+	MemoryMax int64
+	CPUMax    float64
 	Notify       Notify        // whom to tell when its tasks fail; the top level's by default
 	DeclRange    hcl.Range     // the block header, for later messages
 }

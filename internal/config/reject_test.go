@@ -14,6 +14,7 @@ const namePattern = `^[a-z0-9][a-z0-9._-]{0,62}$`
 // path of the fixture's directory.
 func TestLoad_Rejects(t *testing.T) {
 	notDur := `is not a duration: write a number with a unit, such as "30s", "5m", "1h" or "2d", or a number of seconds`
+	notSize := `is not a size: write a positive number of bytes, or one with a unit K, M, G or T (powers of 1024), such as "512M"`
 	loader := "may not be set: it changes how the dynamic loader loads the agent"
 	badVar := "not a valid variable name (letters, digits and _, not starting with a digit)"
 	for _, tt := range []struct {
@@ -98,6 +99,12 @@ func TestLoad_Rejects(t *testing.T) {
 			`52: agent "nul": command argument "echo a\x00b" contains a NUL byte`,
 			`58: agent "indir": command: program {dir}/sub2/ok.sh does not exist`,
 			`68: agent "notexec-path": command: program {dir}/notexec.sh is not executable (mode 0644)`,
+		}},
+		{"limits", []string{
+			`4: agent "build": memory_max "lots" ` + notSize,
+			`5: agent "build": cpu_max is a number of CPUs, more than 0 and at most 4096 (such as 0.5 or 2), got 0`,
+			`11: agent "big": memory_max "-1G" ` + notSize,
+			`12: agent "big": cpu_max is a number of CPUs, more than 0 and at most 4096 (such as 0.5 or 2), got 5000`,
 		}},
 		{"dir", []string{
 			`4: agent "missing": dir {dir}/nowhere does not exist`,

@@ -77,8 +77,8 @@ type Agent struct {
 	// no bound.
 	MemoryMax int64
 	CPUMax    float64
-	Notify       Notify        // whom to tell when its tasks fail; the top level's by default
-	DeclRange    hcl.Range     // the block header, for later messages
+	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
+	DeclRange hcl.Range // the block header, for later messages
 }
 
 // Periodic is one periodic "NAME" block: a task enqueued on a schedule.

@@ -66,8 +66,8 @@ func (c Containment) Check(agent string, lim Limits) error {
 				agent, setting, c.Reason, setting)
 		}
 		if !slices.Contains(c.Controllers, ctl) {
-			return fmt.Errorf("agent %q: %s controller not enabled in cgroup v2 at %s; %s needs it (enable it for %s, or remove %s)",
-				agent, ctl, c.Mount, setting, c.Path, setting)
+			return fmt.Errorf("agent %q: %s controller not enabled in cgroup v2 at %s; %s needs it (see docs/service.md, or remove %s)",
+				agent, ctl, c.Mount, setting, setting)
 		}
 	}
 	return nil

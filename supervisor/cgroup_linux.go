@@ -21,15 +21,17 @@ import (
 )
 
 // The layout of qd's cgroups, under a parent P (the daemon's own cgroup
-// when it is delegated to it, else P is "qd" under the cgroup2 root):
+// when it is delegated to it, else P is "qd" under the cgroup2 root;
+// NAME is the daemon's name, Config.Owner):
 //
 //	P/qd-daemon                  the daemon itself, when P is its own cgroup
 //	P/qd-NAME/PID.START.N        one supervisor: its daemon's pid and start
 //	P/qd-NAME/PID.START.N/run-ID one run
 //
 // A supervisor's directory names the process that made it, so that a
-// later daemon tells the cgroups of a live daemon (its own included) from
-// those a dead one left: KillOrphans kills and removes the latter.
+// later daemon of the same name tells the cgroups of a live daemon (its
+// own included) from those a dead one left: KillOrphans kills and removes
+// the latter.
 
 // limitCtls are the controllers qd enables for runs, where it may.
 var limitCtls = []string{"cpu", "memory"}
@@ -530,15 +532,12 @@ func (g *runCgroup) remove() {
 }
 
 // killLeftovers kills and removes the run cgroups that supervisors of dead
-// daemons left under the parent, whatever their names: their processes
-// have no one to supervise them. It returns how many still held processes.
+// daemons of this name left under the parent: their processes have no one
+// to supervise them. Other names' are left to their own daemons. It
+// returns how many still held processes.
 func (t *cgroupTree) killLeftovers() int {
 	killed := 0
-	groups, _ := filepath.Glob(filepath.Join(t.plan.base, "qd-*"))
-	for _, group := range groups {
-		if filepath.Base(group) == daemonLeaf {
-			continue
-		}
+	for _, group := range []string{filepath.Dir(t.dir)} {
 		ents, err := os.ReadDir(group)
 		if err != nil {
 			continue
@@ -554,9 +553,9 @@ func (t *cgroupTree) killLeftovers() int {
 				if full {
 					_ = killCgroup(r)
 					if waitEmpty(r) {
-						t.log.Warn("killed the processes left in a run's cgroup by an earlier incarnation", "cgroup", r)
+						t.log.Warn("killed leftover processes in the cgroup of an earlier incarnation's run", "cgroup", r)
 					} else {
-						t.log.Error("processes left in a run's cgroup by an earlier incarnation did not die", "cgroup", r)
+						t.log.Error("leftover processes in the cgroup of an earlier incarnation's run did not die", "cgroup", r)
 					}
 					killed++
 				}

@@ -269,8 +269,12 @@ func TestCgroup_LeftoverOfCrashedDaemon(t *testing.T) {
 	if len(left) != 1 {
 		t.Fatalf("dead daemon's cgroups: %v, want one directory", left)
 	}
-	h := MustHarness(t, nil)
-	n, err := h.s.KillOrphans()
+	s, err := New(Config{Provider: memlease.New(), StateDir: t.TempDir(), Owner: "leftover", Logger: MustLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Drain(0, nil)
+	n, err := s.KillOrphans()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +286,7 @@ func TestCgroup_LeftoverOfCrashedDaemon(t *testing.T) {
 		t.Errorf("dead daemon's cgroup %s still there (%v)", left[0], err)
 	}
 	// The live supervisor's own cgroups are never touched.
-	if _, err := os.Stat(h.s.Containment().Path); err != nil {
+	if _, err := os.Stat(s.Containment().Path); err != nil {
 		t.Errorf("KillOrphans removed its own supervisor's cgroup: %v", err)
 	}
 }

@@ -119,15 +119,20 @@ func TestUnit_Directives(t *testing.T) {
 			"RuntimeDirectory":     "qd",
 			"RuntimeDirectoryMode": "0750",
 			"StateDirectory":       "qd",
+			"Delegate":             "yes",
 		} {
 			if got := u.get(s, key); got != want {
 				t.Errorf("%s=%q, want %q", key, got, want)
 			}
 		}
-		for _, key := range []string{"WatchdogSec", "LimitNOFILE", "ProtectControlGroups"} {
+		for _, key := range []string{"WatchdogSec", "LimitNOFILE"} {
 			if u.get(s, key) == "" {
 				t.Errorf("%s is missing", key)
 			}
+		}
+		// Read-only cgroups would keep qd out of its delegated subtree.
+		if got := u.get(s, "ProtectControlGroups"); got != "" && got != "no" {
+			t.Errorf("ProtectControlGroups=%s: qd could not create its runs' cgroups", got)
 		}
 		if got := u.get("Install", "WantedBy"); got != "multi-user.target" {
 			t.Errorf("WantedBy=%q", got)

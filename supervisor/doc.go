@@ -3,7 +3,11 @@
 //
 // # Children
 //
-// Each run is one child in its own process group, started from a single
+// Each run is one child in its own process group and, where the daemon can
+// create cgroups (cgroup2 delegated to it, or root), in a cgroup of its own
+// that it is created in (clone3), killed with (cgroup.kill), measured by
+// (CPU time, memory peak) and removed after: see cgroup_linux.go for the
+// layout and Containment for what is in force. It is started from a
 // long-lived OS thread (on Linux the parent-death signal fires when the
 // creating thread exits, so that thread never exits). The payload arrives on
 // stdin; the environment is an allowlist of the daemon's (PATH, HOME, USER,

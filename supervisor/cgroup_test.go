@@ -290,3 +290,26 @@ func TestCgroup_LeftoverOfCrashedDaemon(t *testing.T) {
 		t.Errorf("KillOrphans removed its own supervisor's cgroup: %v", err)
 	}
 }
+
+func TestCgroup_MovedInWhereClone3Refused(t *testing.T) {
+	// Ensure that where children cannot be created in their cgroup (clone3
+	// refused), each is moved into it as it starts, and its setsid
+	// grandchild still dies with the run. The move comes just after the
+	// exec: what the child starts in that moment stays outside (the agent
+	// here waits a little before it forks, so the test sees the move).
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	h.s.cg.noClone.Store(true)
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	l := h.start("sleep 0.2\n"+escapeScript(t, pidFile, false), "{}", Spec{KillGrace: time.Second})
+	grand := MustReadPID(t, pidFile)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", grand))
+	if want := fmt.Sprintf("/run-%d\n", l.RunID); err != nil || !strings.Contains(string(b), want) {
+		t.Fatalf("grandchild's cgroups %q (%v), want its run's (%s)", b, err, want)
+	}
+	h.s.CancelTask(l.TaskID)
+	if r := h.waitRun(l.RunID); r.State != lease.RunCancelled {
+		t.Errorf("run %s %q, want cancelled", r.State, r.Summary)
+	}
+	MustDie(t, grand, "setsid grandchild of a child moved into its cgroup")
+}

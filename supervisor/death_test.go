@@ -22,12 +22,8 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv("QD_SUPERVISOR_TEST_DAEMON"); dir != "" {
 		os.Exit(runTestDaemon(dir))
 	}
-	if dir := os.Getenv(leftoverEnv); dir != "" {
-		os.Exit(runLeftoverDaemon(dir))
-	}
-	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
-		burnCPU(d)
-		os.Exit(0)
+	if code, ok := cgroupTestRole(); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

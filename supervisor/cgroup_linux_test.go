@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +17,22 @@ import (
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/lease/memlease"
 )
+
+// cgroupTestRole runs the test binary as one of the helpers the cgroup
+// tests start, when its environment asks for one.
+func cgroupTestRole() (code int, ok bool) {
+	if dir := os.Getenv(delegatedEnv); dir != "" {
+		return runDelegatedDaemon(dir), true
+	}
+	if dir := os.Getenv(leftoverEnv); dir != "" {
+		return runLeftoverDaemon(dir), true
+	}
+	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
+		burnCPU(d)
+		return 0, true
+	}
+	return 0, false
+}
 
 // needCgroups skips the test where this process cannot give runs cgroups
 // (not root, no cgroup2), except under CI, where it must.
@@ -312,4 +329,110 @@ func TestCgroup_MovedInWhereClone3Refused(t *testing.T) {
 		t.Errorf("run %s %q, want cancelled", r.State, r.Summary)
 	}
 	MustDie(t, grand, "setsid grandchild of a child moved into its cgroup")
+}
+
+// delegatedEnv makes the test binary a daemon started inside a cgroup
+// marked delegated, as systemd starts a unit with Delegate=yes.
+const delegatedEnv = "QD_SUPERVISOR_TEST_DELEGATED"
+
+func runDelegatedDaemon(dir string) int {
+	mem := memlease.New()
+	ctx := context.Background()
+	if _, _, err := mem.Enqueue(ctx, lease.EnqueueParams{Agent: "agent"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := mem.Claim(ctx, lease.ClaimParams{Owner: "deleg", Lease: time.Minute})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	s, err := New(Config{Provider: mem, StateDir: dir, Owner: "deleg", Logger: hclog.NewNullLogger()})
+	if err != nil || s.cg == nil {
+		fmt.Fprintln(os.Stderr, "no cgroups:", err, s.cgReason)
+		return 1
+	}
+	go s.Loop(ctx)
+	os.WriteFile(filepath.Join(dir, "containment"), []byte(s.Containment().Path), 0o600)
+	pidFile := filepath.Join(dir, "grandchild")
+	grand := filepath.Join(dir, "grand.sh")
+	os.WriteFile(grand, []byte("#!/bin/sh\necho $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 300\n"), 0o755)
+	if err := s.Start(l, Spec{Agent: "agent", Command: []string{"/bin/sh", "-c", "setsid " + grand + " </dev/null >/dev/null 2>&1 & sleep 300"}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	<-terms
+	s.Drain(time.Second, nil)
+	return 0
+}
+
+// cgroupOf is the cgroup2 path of pid.
+func cgroupOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p
+		}
+	}
+	t.Fatalf("pid %d has no cgroup2 cgroup: %q", pid, b)
+	return ""
+}
+
+func TestCgroup_DelegatedParent(t *testing.T) {
+	// Ensure a daemon started in a cgroup delegated to it (marked as
+	// systemd marks a unit's with Delegate=yes) uses that cgroup: it moves
+	// itself into a leaf of it, its runs' cgroups go beside, and a setsid
+	// grandchild still dies with the daemon's stop.
+	c := needCgroups(t)
+	unit := filepath.Join(c.Mount, fmt.Sprintf("qdtest-unit-%d", os.Getpid()))
+	if err := os.Mkdir(unit, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = killCgroup(unit)
+		for _, d := range []string{"qd-daemon", "qd-deleg"} {
+			_ = syscall.Rmdir(filepath.Join(unit, d))
+		}
+		if err := syscall.Rmdir(unit); err != nil {
+			t.Errorf("remove test cgroup %s: %v", unit, err)
+		}
+	})
+	if err := syscall.Setxattr(unit, "trusted.delegate", []byte("1"), 0); err != nil {
+		t.Skipf("cannot mark a cgroup delegated here: %v", err)
+	}
+	fd, err := syscall.Open(unit, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	dir := t.TempDir()
+	daemon := exec.Command(os.Args[0])
+	daemon.Env = append(os.Environ(), delegatedEnv+"="+dir)
+	daemon.Stderr = os.Stderr
+	daemon.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	grand := MustReadPID(t, filepath.Join(dir, "grandchild"))
+	rel := strings.TrimPrefix(unit, c.Mount)
+	if got := cgroupOf(t, daemon.Process.Pid); got != rel+"/qd-daemon" {
+		t.Errorf("daemon in cgroup %s, want the leaf %s/qd-daemon of its own", got, rel)
+	}
+	if got := cgroupOf(t, grand); !strings.HasPrefix(got, rel+"/qd-deleg/") || !strings.HasSuffix(got, "/run-1") {
+		t.Errorf("setsid grandchild in cgroup %s, want its run's under %s/qd-deleg", got, rel)
+	}
+	daemon.Process.Signal(syscall.SIGTERM)
+	if err := daemon.Wait(); err != nil {
+		t.Errorf("daemon: %v", err)
+	}
+	MustDie(t, grand, "setsid grandchild, after the delegated daemon's stop")
+	if ents, _ := filepath.Glob(filepath.Join(unit, "qd-deleg", "*")); len(ents) > 0 {
+		t.Errorf("cgroups left after the stop: %v", ents)
+	}
 }

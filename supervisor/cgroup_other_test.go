@@ -1,0 +1,5 @@
+//go:build !linux
+
+package supervisor
+
+func cgroupTestRole() (int, bool) { return 0, false }

@@ -163,6 +163,11 @@ type Lease struct {
 	Payload        json.RawMessage
 	LeaseExpiresAt time.Time
 	Owner          string
+	// ClaimToken is the token of the claim that made the run. Heartbeats
+	// and settlements that carry it are fenced on it as well as on the run
+	// id, so that a database that lost the run and gave its id to another
+	// (a failover to a copy behind) never takes them for that other run's.
+	ClaimToken string
 }
 
 // EnqueueParams describes a new task.
@@ -198,7 +203,9 @@ const MaxTokenBytes = 64
 
 // Beat is one heartbeat request.
 type Beat struct {
-	RunID        int64
+	RunID int64
+	// ClaimToken is the run's Lease.ClaimToken; empty: not checked.
+	ClaimToken   string
 	Lease        time.Duration // DefaultLease when zero
 	PID          int           // recorded when non-zero
 	LastOutputAt time.Time     // recorded when non-zero
@@ -214,9 +221,11 @@ type BeatResult struct {
 
 // Settlement ends a run.
 type Settlement struct {
-	RunID   int64
-	Outcome RunState // RunCompleted, RunFailed, RunAbandoned or RunCancelled
-	Summary string
+	RunID int64
+	// ClaimToken is the run's Lease.ClaimToken; empty: not checked.
+	ClaimToken string
+	Outcome    RunState // RunCompleted, RunFailed, RunAbandoned or RunCancelled
+	Summary    string
 	// ExitCode and Signal record how a child ended, when one did.
 	ExitCode   *int
 	Signal     string

@@ -137,7 +137,7 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 			Query(func(rows pgx.Rows) error {
 				out = out[:0]
 				for rows.Next() {
-					l := &lease.Lease{Owner: cp.Owner}
+					l := &lease.Lease{Owner: cp.Owner, ClaimToken: cp.Token}
 					var payload string
 					if err := rows.Scan(&l.TaskID, &l.RunID, &l.Lane, &l.Agent, &l.Attempt, &l.MaxAttempts,
 						&l.Priority, &payload, &l.LeaseExpiresAt); err != nil {

@@ -17,6 +17,7 @@ func (p *Provider) Heartbeat(ctx context.Context, beats ...lease.Beat) ([]lease.
 		return nil, nil
 	}
 	ids := make([]int64, len(beats))
+	tokens := make([]*string, len(beats))
 	leases := make([]time.Duration, len(beats))
 	pids := make([]*int32, len(beats))
 	outputs := make([]pgtype.Timestamptz, len(beats))
@@ -25,6 +26,7 @@ func (p *Provider) Heartbeat(ctx context.Context, beats ...lease.Beat) ([]lease.
 			return nil, fmt.Errorf("heartbeat run %d: %w: lease %s is negative", b.RunID, lease.ErrInvalid, b.Lease)
 		}
 		ids[i] = b.RunID
+		tokens[i] = nullString(b.ClaimToken)
 		leases[i] = b.Lease
 		if leases[i] == 0 {
 			leases[i] = lease.DefaultLease
@@ -43,8 +45,8 @@ func (p *Provider) Heartbeat(ctx context.Context, beats ...lease.Beat) ([]lease.
 	}
 	got := make(map[int64]beaten, len(beats))
 	err := p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT run_id, lease_expires_at, cancel_requested FROM {{schema}}.heartbeat($1, $2, $3, $4)`),
-			ids, leases, pids, outputs).
+		b.Queue(p.sql(`SELECT run_id, lease_expires_at, cancel_requested FROM {{schema}}.heartbeat($1, $2, $3, $4, $5)`),
+			ids, leases, pids, outputs, tokens).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var id int64

@@ -166,11 +166,11 @@ func (x *explainer) workload(p *pg.Provider, expired int64) {
 			t.Fatalf("the expired run was not reaped: %s", r.State)
 		}
 	}
-	x.run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4)`, s),
-		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil})
-	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, s),
+	x.run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4, $5)`, s),
+		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil}, []*string{nil, nil})
+	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, s),
 		[]int64{live[0].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false},
-		[]*int64{nil}, []*int64{nil})
+		[]*int64{nil}, []*int64{nil}, []*string{nil})
 	x.run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', ARRAY['x'], 'gone')`, s))
 	x.run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key', NULL)`, s))
 }

@@ -25,6 +25,7 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 		refunds   []bool
 		cpus      []*int64
 		peaks     []*int64
+		tokens    []*string
 	)
 	for i, s := range ss {
 		if err := lease.ValidateSettlement(s); err != nil {
@@ -55,6 +56,7 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 			cpu = &us
 		}
 		cpus, peaks = append(cpus, cpu), append(peaks, s.MemoryPeak)
+		tokens = append(tokens, nullString(s.ClaimToken))
 	}
 	if len(ids) == 0 {
 		return errs, nil
@@ -68,8 +70,8 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 	}
 	status := make(map[int64]string, len(ids))
 	err := p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-			ids, outcomes, summaries, exits, signals, tails, retries, refunds, cpus, peaks).
+		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`),
+			ids, outcomes, summaries, exits, signals, tails, retries, refunds, cpus, peaks, tokens).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var id int64

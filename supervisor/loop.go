@@ -242,7 +242,7 @@ func (s *Supervisor) beat(batch []*child, replies chan<- beatReply) {
 	wait := 10 * time.Second
 	for i, c := range batch {
 		c.mu.Lock()
-		beats[i] = lease.Beat{RunID: c.l.RunID, Lease: c.spec.Lease, PID: c.pid}
+		beats[i] = lease.Beat{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, Lease: c.spec.Lease, PID: c.pid}
 		wait = min(wait, time.Duration(c.hb.deadline-now))
 		c.mu.Unlock()
 		if w := c.out.lastWall.Load(); w != 0 {

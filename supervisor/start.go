@@ -64,7 +64,7 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 func (s *Supervisor) release(c *child, summary string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := lease.Settlement{RunID: c.l.RunID, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
+	st := lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
 	errs, err := s.cfg.Provider.Settle(ctx, st)
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
@@ -222,7 +222,7 @@ func startFailure(l *lease.Lease, spec Spec, err error) lease.Settlement {
 	if errors.As(err, &errno) {
 		msg += " (" + unix.ErrnoName(errno) + ")"
 	}
-	return lease.Settlement{RunID: l.RunID, Outcome: lease.RunFailed, Summary: bound(msg),
+	return lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunFailed, Summary: bound(msg),
 		RetryIn: lease.Backoff(spec.RetryBackoff, l.Attempt)}
 }
 

@@ -66,7 +66,7 @@ func (s *Supervisor) wait(c *child) {
 // gone and nothing may be written.
 func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	code, sig, other := exitOf(werr)
-	st = lease.Settlement{RunID: c.l.RunID, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
+	st = lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
 	c.mu.Lock()
 	reason, text := c.reason, c.reasonText
 	c.mu.Unlock()

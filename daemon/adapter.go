@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/qd-run/qd/internal/config"
@@ -15,13 +16,23 @@ import (
 // runner adapts the supervisor to the scheduler.
 type runner struct{ d *daemon }
 
-func (r runner) Running(agent string) int { return r.d.sup.Running(agent) }
+// Running is the agent's running children; while claims wait after a
+// change of database server (see claimHold) it says the agent is full.
+func (r runner) Running(agent string) int {
+	if r.d.holding() {
+		return math.MaxInt32
+	}
+	return r.d.sup.Running(agent)
+}
 
 func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	conf := r.d.config()
 	a := conf.Agent(agent)
 	if a == nil { // removed by a reload between the claim and now
-		return r.refund(agent, l)
+		return r.refund(l, "agent "+agent+" is no longer in the config")
+	}
+	if r.d.holding() { // the claim ran as the server changed
+		return r.refund(l, "given back unstarted: the database server changed moments ago, and runs it lost may still be running")
 	}
 	sp := spec(conf, a)
 	sp.Claimed = claimed
@@ -30,18 +41,19 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 }
 
 // refund gives back, unstarted and with its attempt refunded, a run
-// claimed for an agent that a reload removed meanwhile. A refusal of that
-// one run (its lease already lost, say) is an error too.
-func (r runner) refund(agent string, l *lease.Lease) error {
+// claimed for an agent that a reload removed meanwhile, or by a claim that
+// ran as the database server changed. A refusal of that one run (its lease
+// already lost, say) is an error too.
+func (r runner) refund(l *lease.Lease, why string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs, err := r.d.queue.Settle(ctx, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned,
-		Refund: true, Summary: "agent " + agent + " is no longer in the config"})
+	errs, err := r.d.queue.Settle(ctx, lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunAbandoned,
+		Refund: true, Summary: why})
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
 	if err != nil {
-		return fmt.Errorf("give back run %d of removed agent %s: %w", l.RunID, agent, err)
+		return fmt.Errorf("give back run %d of agent %s (%s): %w", l.RunID, l.Agent, why, err)
 	}
 	return nil
 }

@@ -63,6 +63,11 @@ type Provider struct {
 	bg      sync.WaitGroup
 	closing context.Context
 	stop    context.CancelFunc
+
+	// The server new connections reach, and when it changed (server.go).
+	serverMu      sync.Mutex
+	server        string
+	serverChanged time.Time
 }
 
 var _ lease.Provider = (*Provider)(nil)
@@ -93,11 +98,13 @@ func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, e
 	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
 		return p.IdleDuration > pingIdle
 	}
+	p := &Provider{schema: schema, q: quoteIdent(schema), logger: logger.Named("pg")}
+	cfg.AfterConnect = p.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool %s: %w", lease.Redact(rawURL), err)
 	}
-	p := &Provider{pool: pool, schema: schema, q: quoteIdent(schema), logger: logger.Named("pg")}
+	p.pool = pool
 	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.checkSchema(ctx); err != nil && !errors.Is(err, ErrNotMigrated) {
 		p.logger.Warn("cannot check queue schema", "schema", schema, "error", err)

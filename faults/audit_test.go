@@ -40,16 +40,29 @@ func (s *span) end() time.Time {
 
 func (r *rig) spans() []*span {
 	r.t.Helper()
+	// A run is found by its id and its agent's pid: a database that lost
+	// runs (a failover to a copy behind) gives their ids out again. Events
+	// of another pid without a start are its grandchildren's.
+	type key struct {
+		run int64
+		pid int
+	}
 	byRun := map[int64]*span{}
+	byPID := map[key]*span{}
 	var out []*span
 	var task, run int64
+	var pid int
 	var lane, ev string
 	var at time.Time
-	r.eachRow(`SELECT task_id, run_id, lane, event, at FROM {s}.audit ORDER BY at`, func() {
-		s := byRun[run]
+	r.eachRow(`SELECT task_id, run_id, pid, lane, event, at FROM {s}.audit ORDER BY at`, func() {
+		s := byPID[key{run, pid}]
+		if s == nil && ev != "start" {
+			s = byRun[run]
+		}
 		if s == nil {
 			s = &span{task: task, run: run, lane: lane, start: at}
 			byRun[run] = s
+			byPID[key{run, pid}] = s
 			out = append(out, s)
 		}
 		s.last = at
@@ -59,7 +72,7 @@ func (r *rig) spans() []*span {
 		case "spawn":
 			s.spawned = true
 		}
-	}, &task, &run, &lane, &ev, &at)
+	}, &task, &run, &pid, &lane, &ev, &at)
 	var id int64
 	var finished time.Time
 	r.eachRow(`SELECT id, finished_at FROM {s}.runs

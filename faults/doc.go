@@ -2,7 +2,9 @@
 // against a real PostgreSQL, with fake agents (fakeagent) that record every
 // start, tick and end of their runs in an audit table from their own
 // connection, injects faults (killed connections, a cut or blackholed
-// network, SIGSTOP, kill -9, signals, floods, bad input) and checks the
+// network, SIGSTOP, kill -9, signals, floods, bad input, a failover to a
+// restored copy a few seconds behind, a state directory deleted, a wall
+// clock that jumps, a thousand lanes) and checks the
 // invariants from the audit trail and qd's tables: no task lost, no two runs
 // of one task at once, no lane over its limit, no stale write applied, no
 // orphan process, no secret leaked.

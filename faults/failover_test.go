@@ -202,8 +202,10 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 		before = append(before, enqueue(r.prov, fmt.Sprintf("fo%d", i%4), `{"mode":"sleep","ms":1500}`))
 	}
 	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "4s", heartbeat: "1s"})
-	r.daemon("failover-a", body, testkit.DaemonOptions{}, qdURL)
-	r.daemon("failover-b", body, testkit.DaemonOptions{}, qdURL)
+	daemons := []*testkit.Daemon{
+		r.daemon("failover-a", body, testkit.DaemonOptions{}, qdURL),
+		r.daemon("failover-b", body, testkit.DaemonOptions{}, qdURL),
+	}
 	testkit.Eventually(t, 30*time.Second, "the first tasks done", func() bool {
 		var n int
 		r.scalar(&n, `SELECT count(*) FROM {s}.tasks WHERE state = 'done'`)
@@ -265,6 +267,16 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 	t.Cleanup(copyPool.Close)
 	r.pool = copyPool
 	r.waitStates("done", nil, 60*time.Second)
+	killed, givenBack := 0, 0
+	for _, d := range daemons {
+		log := d.Log()
+		if !strings.Contains(log, "the database server changed under qd") {
+			t.Errorf("daemon %s did not notice the change of server", d.Name)
+		}
+		killed += strings.Count(log, "lease lost; killed the child's group")
+	}
+	r.scalar(&givenBack, `SELECT count(*) FROM {s}.runs WHERE summary LIKE 'given back unstarted: the database server changed%'`)
+	t.Logf("after the switch: %d children killed as their runs were lost, %d claimed runs given back during the wait", killed, givenBack)
 
 	// The copy's tasks are by their receipts: those enqueued after T are
 	// not in it (their ids may name other tasks now).

@@ -329,3 +329,69 @@ fetch(%q, {method: "POST", mode: "no-cors", body: new URLSearchParams("back=/")}
 		}
 	})
 }
+
+// Ensure `qd ui` serves the pages and the queue's metrics on its own, and
+// refuses an address beyond loopback without a token, naming the flag.
+func TestUI_Command(t *testing.T) {
+	qd, db := testkit.MustQueue(t)
+	testkit.MustQD(t, qd, db, "enqueue", "--lane", "cmd", "--agent", "w", `{}`)
+	_, stderr, code := testkit.QDWithin(t, 10*time.Second, qd, db, "ui", "--listen", "0.0.0.0:7799")
+	if code != 2 || !strings.Contains(stderr, "--token") {
+		t.Errorf("qd ui on 0.0.0.0 without a token: exit %d, stderr %q; want 2 naming --token", code, stderr)
+	}
+	addr := freePort(t)
+	cmd := exec.Command(qd, "ui", "--listen", addr, "--read-only")
+	cmd.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db, "QD_CONFIG=/nonexistent/qd.hcl")
+	out := &testkit.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, readAll(resp)
+	}
+	testkit.Eventually(t, 10*time.Second, "qd ui to answer", func() bool { c, _ := get("/api/overview"); return c == http.StatusOK })
+	if c, body := get("/api/tasks?lane=cmd"); c != http.StatusOK || !strings.Contains(body, `"Lane": "cmd"`) {
+		t.Errorf("GET /api/tasks: %d %s", c, body)
+	}
+	if c, body := get("/metrics"); c != http.StatusOK || !strings.Contains(body, `qd_lane_queued_tasks{lane="cmd"} 1`) {
+		t.Errorf("GET /metrics: %d %.500s", c, body)
+	}
+	if !strings.Contains(out.String(), "serving http://"+addr) {
+		t.Errorf("qd ui did not say where it serves: %s", out.String())
+	}
+	// SIGINT stops it, though a page's live stream is open.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_ = cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("qd ui did not stop on SIGINT")
+	}
+}
+
+func readAll(resp *http.Response) string {
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}

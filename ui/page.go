@@ -67,35 +67,22 @@ func (s *server) serve(p page, asJSON bool) http.Handler {
 			s.stream(w, r, p)
 			return
 		}
-		v := s.view(r, p)
+		v, err := s.view(r, p)
 		code := http.StatusOK
-		if v.Error != "" {
-			code = http.StatusInternalServerError
-			if v.Data == nil {
-				code = errorStatus(v.Error)
-			}
+		if err != nil {
+			code = status(err)
 		}
 		s.render(w, code, p.name, "page", v)
 	})
 }
 
-func (s *server) view(r *http.Request, p page) view {
+func (s *server) view(r *http.Request, p page) (view, error) {
 	data, err := p.load(r)
 	v := view{Page: p.name, Title: p.title, ReadOnly: s.o.ReadOnly, Data: data, Path: r.URL.RequestURI()}
 	if err != nil {
 		v.Data, v.Error = nil, scrub(err)
-		if errors.Is(err, lease.ErrNotFound) {
-			v.Error = "not found: " + v.Error
-		}
 	}
-	return v
-}
-
-func errorStatus(msg string) int {
-	if strings.HasPrefix(msg, "not found") {
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
+	return v, err
 }
 
 func status(err error) int {
@@ -150,7 +137,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, p page) {
 	for {
 		var buf bytes.Buffer
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		v := s.view(r.WithContext(ctx), p)
+		v, _ := s.view(r.WithContext(ctx), p)
 		cancel()
 		if err := s.pages[p.name].t.ExecuteTemplate(&buf, "live", v); err != nil {
 			s.o.Logger.Error("render live part", "page", p.name, "error", err)

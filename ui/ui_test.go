@@ -78,6 +78,9 @@ func TestUI_Pages(t *testing.T) {
 	if code, _ := MustGet(t, base, "/tasks/999999"); code != http.StatusNotFound {
 		t.Errorf("unknown task: status %d, want 404", code)
 	}
+	if code, _ := MustGet(t, base, "/tasks/bogus"); code != http.StatusBadRequest {
+		t.Errorf("task id that is no number: status %d, want 400", code)
+	}
 	if code, _ := MustGet(t, base, "/api/tasks?state=bogus"); code != http.StatusBadRequest {
 		t.Errorf("bad state: status %d, want 400", code)
 	}

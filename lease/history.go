@@ -17,6 +17,10 @@ type TaskQuery struct {
 	// ended at Before. 0 starts at the newest.
 	Before int64
 	Limit  int
+	// CountBudget bounds how long counting what the query selects may take
+	// before the count settles for an estimate; zero leaves it to the
+	// provider.
+	CountBudget time.Duration
 }
 
 // Count is a number of rows, exact, or a planner's estimate when counting
@@ -32,10 +36,13 @@ type Count struct {
 type Bucket struct {
 	At       time.Time
 	Finished map[RunState]int64
-	Started  int64
+	Started  int64 // estimated from the sample when WaitSample > 1
 	WaitP50  float64
 	WaitP90  float64
 	WaitP99  float64
+	// WaitSample says the percentiles come from 1 in WaitSample of the
+	// runs started (1: all of them), which bounds the cost of a long window.
+	WaitSample int64
 }
 
 // PeriodicRecord is the last tick a periodic schedule recorded in the queue.

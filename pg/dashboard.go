@@ -3,10 +3,12 @@ package pg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -19,9 +21,20 @@ import (
 // CountCap is where a count stops counting and asks the planner instead.
 const CountCap = 50_000
 
+// CountBudget is how long a count may take, unless its query says
+// otherwise, before it settles for the planner's estimate: a filter whose
+// index is not selective (a lane and a state that never meet) would read
+// every entry of the index to count few rows or none.
+const CountBudget = 150 * time.Millisecond
+
 // TextScanCap is how many of the tasks matching a listing's other filters
 // (newest first) a payload search looks at.
 const TextScanCap = 100_000
+
+// WaitSample is about how many runs a throughput chart's queue wait
+// percentiles read at most: past it they come from a sample (1 in k runs,
+// by task id).
+const WaitSample = 10_000
 
 // bulkBatch is how many tasks one statement of a bulk change touches.
 const bulkBatch = 1000
@@ -99,10 +112,15 @@ func (p *Provider) FindTasks(ctx context.Context, q lease.TaskQuery) ([]lease.Ta
 }
 
 // CountTasks counts the tasks q selects (ignoring q.Before and q.Limit)
-// whose state is one of states (any when empty). Past CountCap it returns
-// the planner's estimate, marked Estimated; with q.Text it counts within
-// the TextScanCap newest tasks, as FindTasks searches.
+// whose state is one of states (any when empty). Past CountCap rows, or
+// past q.CountBudget (CountBudget when zero) of counting, it returns the
+// planner's estimate, marked Estimated; with q.Text it counts within the
+// TextScanCap newest tasks, as FindTasks searches.
 func (p *Provider) CountTasks(ctx context.Context, q lease.TaskQuery, states ...lease.TaskState) (lease.Count, error) {
+	budget := q.CountBudget
+	if budget <= 0 {
+		budget = CountBudget
+	}
 	q.Before, q.Limit = 0, 0
 	where, text, args := taskWhere(q, states, nil)
 	from := `{{schema}}.tasks t` + whereClause(where)
@@ -111,11 +129,12 @@ func (p *Provider) CountTasks(ctx context.Context, q lease.TaskQuery, states ...
 		sql = fmt.Sprintf(`SELECT count(*) FROM (SELECT t.payload_text FROM %s ORDER BY t.id DESC LIMIT %d) t WHERE %s`,
 			from, TextScanCap, text)
 	}
-	var n int64
-	if err := p.pool.QueryRow(ctx, p.sql(sql), args...).Scan(&n); err != nil {
-		return lease.Count{}, fmt.Errorf("count tasks: %w", mapErr(err))
-	}
-	if n <= CountCap || text != "" {
+	n, err := p.countWithin(ctx, budget, p.sql(sql), args...)
+	switch {
+	case errors.Is(err, errOverBudget):
+	case err != nil:
+		return lease.Count{}, fmt.Errorf("count tasks: %w", err)
+	case n <= CountCap || text != "":
 		return lease.Count{N: n}, nil
 	}
 	est, err := p.estimate(ctx, `SELECT 1 FROM `+from, args...)
@@ -123,6 +142,30 @@ func (p *Provider) CountTasks(ctx context.Context, q lease.TaskQuery, states ...
 		return lease.Count{}, fmt.Errorf("count tasks: %w", err)
 	}
 	return lease.Count{N: max(est, n), Estimated: true}, nil
+}
+
+// errOverBudget: a count ran out of its time.
+var errOverBudget = errors.New("count over budget")
+
+// countWithin runs the count sql under a statement timeout of budget (and
+// without JIT, whose compiling costs more than these counts), returning
+// errOverBudget when it runs out.
+func (p *Provider) countWithin(ctx context.Context, budget time.Duration, sql string, args ...any) (int64, error) {
+	tx, err := p.beginTx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL statement_timeout = %d; SET LOCAL jit = off`, max(budget.Milliseconds(), 1))); err != nil {
+		return 0, mapErr(err)
+	}
+	var n int64
+	err = tx.QueryRow(ctx, sql, args...).Scan(&n)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" { // query_canceled: the timeout
+		return 0, errOverBudget
+	}
+	return n, mapErr(err)
 }
 
 // estimate returns the planner's estimate of the rows sql returns.
@@ -310,22 +353,32 @@ func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every tim
 	if err != nil {
 		return nil, fmt.Errorf("throughput: %w", mapErr(err))
 	}
+	var finished int64
+	for _, b := range out {
+		for _, c := range b.Finished {
+			finished += c
+		}
+	}
+	k := max(1, (finished+WaitSample-1)/WaitSample) // the runs that finished stand for those that started
 	rows, err = p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.started_at, $1), count(*),
 			percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM r.started_at - t.run_after)))
 		FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id AND r.attempt = t.attempts
-		WHERE r.started_at >= $1 AND r.started_at < $2 GROUP BY 1`), from, to, every)
+		WHERE r.started_at >= $1 AND r.started_at < $2 AND r.task_id % $4 = 0 GROUP BY 1`), from, to, every, k)
 	if err != nil {
 		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
 	}
 	var ps []float64
 	_, err = pgx.ForEachRow(rows, []any{&at, &c, &ps}, func() error {
 		if i := index(at); i >= 0 && len(ps) == 3 {
-			out[i].Started, out[i].WaitP50, out[i].WaitP90, out[i].WaitP99 = c, ps[0], ps[1], ps[2]
+			out[i].Started, out[i].WaitP50, out[i].WaitP90, out[i].WaitP99 = c*k, ps[0], ps[1], ps[2]
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
+	}
+	for i := range out {
+		out[i].WaitSample = k
 	}
 	return out, nil
 }

@@ -112,6 +112,15 @@ func TestProvider_CountTasksEstimates(t *testing.T) {
 	if !n.Estimated || n.N < pg.CountCap {
 		t.Errorf("got %+v, want an estimate of about %d", n, pg.CountCap+5000)
 	}
+	// Ensure a count that runs out of its budget settles for the estimate
+	// too.
+	n, err = p.CountTasks(context.Background(), lease.TaskQuery{Lane: "big", State: lease.TaskDone, CountBudget: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Estimated {
+		t.Errorf("count over its budget: got %+v, want an estimate", n)
+	}
 }
 
 func TestProvider_Bulk(t *testing.T) {

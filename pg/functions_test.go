@@ -25,6 +25,7 @@ var functionSums = map[int]string{
 	11: "8aa8df14923b31b522fd10a52563b6c59c31c890157c8afded92dcfa679d3384",
 	12: "4a5b0fa668ba2606606a5038899be9dc0a5f8d38af7c16bf7b6821884e3bba05",
 	13: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
+	14: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

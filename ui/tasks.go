@@ -153,13 +153,18 @@ func (s *server) confirmBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	c.Verb = map[string]string{"retry": "Retry", "cancel": "Cancel"}[c.Action]
 	c.States = map[string]string{"retry": "failed or cancelled", "cancel": "queued or running"}[c.Action]
-	q.Text = f.Text
+	q.CountBudget = bulkCountBudget
 	if c.Count, err = s.o.Store.CountTasks(r.Context(), q, states...); err != nil {
 		http.Error(w, scrub(err), http.StatusInternalServerError)
 		return
 	}
 	s.render(w, http.StatusOK, "confirm", "confirm", c)
 }
+
+// bulkCountBudget is how long the count of a bulk confirmation may take
+// before it settles for an estimate: longer than a listing's, since the
+// number is what the person confirms.
+const bulkCountBudget = 5 * time.Second
 
 var bulkStates = map[string][]lease.TaskState{
 	"retry":  {lease.TaskFailed, lease.TaskCancelled},

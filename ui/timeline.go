@@ -216,13 +216,15 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 // Throughput is the throughput page: runs finished per bucket by outcome,
 // and the queue wait's percentiles.
 type Throughput struct {
-	From    time.Time      `json:"from"`
-	To      time.Time      `json:"to"`
-	Range   string         `json:"range"`
-	Bucket  float64        `json:"bucket_seconds"`
-	Buckets []lease.Bucket `json:"buckets"`
-	Chart   chartData      `json:"-"`
-	Totals  map[string]int64
+	From    time.Time        `json:"from"`
+	To      time.Time        `json:"to"`
+	Range   string           `json:"range"`
+	Bucket  float64          `json:"bucket_seconds"`
+	Buckets []lease.Bucket   `json:"buckets"`
+	Chart   chartData        `json:"-"`
+	Totals  map[string]int64 `json:"totals"`
+	// WaitSample: the wait percentiles come from 1 in WaitSample runs.
+	WaitSample int64 `json:"wait_sample"`
 }
 
 // chartData is what the page's charts plot, as uPlot takes it: columns.
@@ -267,5 +269,8 @@ func (s *server) throughput(r *http.Request) (any, error) {
 		c.Wait[2] = append(c.Wait[2], b.WaitP99)
 	}
 	tp.Chart = c
+	if len(bs) > 0 {
+		tp.WaitSample = bs[0].WaitSample
+	}
 	return tp, nil
 }

@@ -25,7 +25,7 @@ const CountCap = 50_000
 // otherwise, before it settles for the planner's estimate: a filter whose
 // index is not selective (a lane and a state that never meet) would read
 // every entry of the index to count few rows or none.
-const CountBudget = 150 * time.Millisecond
+const CountBudget = 50 * time.Millisecond
 
 // TextScanCap is how many of the tasks matching a listing's other filters
 // (newest first) a payload search looks at.

@@ -1,11 +1,14 @@
 package ui
 
 import (
+	"fmt"
+	"html"
 	"html/template"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qd-run/qd/lease"
@@ -54,6 +57,9 @@ type TimelineRow struct {
 	// Height grows with the runs that overlapped: each gets a track.
 	Height float64 `json:"-"`
 	Bars   []Bar   `json:"runs"`
+	// Markup is the row's bars as SVG, written in Go: a template would take
+	// most of the page's time for thousands of bars.
+	Markup template.HTML `json:"-"`
 	ends   []float64
 }
 
@@ -184,6 +190,7 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 		for i := range row.Bars {
 			row.Bars[i].Y += y + (rowHeight-barHeight)/2
 		}
+		row.Markup = barsSVG(row.Bars)
 		y += row.Height
 		tl.Lanes = append(tl.Lanes, *row)
 	}
@@ -273,4 +280,21 @@ func (s *server) throughput(r *http.Request) (any, error) {
 		tp.WaitSample = bs[0].WaitSample
 	}
 	return tp, nil
+}
+
+// barsSVG writes each bar as a link to its task around a rect with a
+// tooltip. Every text is escaped; the numbers and the outcome (one of the
+// run states) need none.
+func barsSVG(bars []Bar) template.HTML {
+	var b strings.Builder
+	for _, bar := range bars {
+		title := fmt.Sprintf("run %d · task %d · %s attempt %d · %s · %s–%s", bar.RunID, bar.TaskID, bar.Agent, bar.Attempt,
+			bar.Outcome, when(bar.StartedAt), when(bar.EndedAt))
+		if bar.Summary != "" {
+			title += " · " + bar.Summary
+		}
+		fmt.Fprintf(&b, `<a href="/tasks/%d"><rect class="run %s" data-run="%d" x="%.1f" y="%.1f" width="%.1f" height="17"><title>%s</title></rect></a>`,
+			bar.TaskID, html.EscapeString(bar.Outcome), bar.RunID, bar.X, bar.Y, bar.W, html.EscapeString(title))
+	}
+	return template.HTML(b.String())
 }

@@ -335,11 +335,38 @@ func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every tim
 		}
 		return i
 	}
+	// The sample of the waits is sized by the planner's estimate of the
+	// runs started, so that the two reads can go at once.
+	started, err := p.estimate(ctx, `SELECT 1 FROM {{schema}}.runs r WHERE r.started_at >= $1 AND r.started_at < $2`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("throughput: %w", err)
+	}
+	k := max(1, (started+WaitSample-1)/WaitSample)
+	var finishedErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		finishedErr = p.finishedBuckets(ctx, from, to, every, out, index)
+	}()
+	waitErr := p.waitBuckets(ctx, from, to, every, k, out, index)
+	<-done
+	if err := errors.Join(finishedErr, waitErr); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].WaitSample = k
+	}
+	return out, nil
+}
+
+// finishedBuckets counts the runs finished in each bucket by outcome, from
+// runs_finished_at_idx alone. It writes only the Finished maps of out.
+func (p *Provider) finishedBuckets(ctx context.Context, from, to time.Time, every time.Duration, out []lease.Bucket, index func(time.Time) int) error {
 	rows, err := p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.finished_at, $1), r.state, count(*)
 		FROM {{schema}}.runs r WHERE r.finished_at IS NOT NULL AND r.finished_at >= $1 AND r.finished_at < $2
 		GROUP BY 1, 2`), from, to, every)
 	if err != nil {
-		return nil, fmt.Errorf("throughput: %w", mapErr(err))
+		return fmt.Errorf("throughput: %w", mapErr(err))
 	}
 	var at time.Time
 	var state string
@@ -351,22 +378,24 @@ func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every tim
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("throughput: %w", mapErr(err))
+		return fmt.Errorf("throughput: %w", mapErr(err))
 	}
-	var finished int64
-	for _, b := range out {
-		for _, c := range b.Finished {
-			finished += c
-		}
-	}
-	k := max(1, (finished+WaitSample-1)/WaitSample) // the runs that finished stand for those that started
-	rows, err = p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.started_at, $1), count(*),
+	return nil
+}
+
+// waitBuckets reads the queue wait percentiles of 1 in k of the runs
+// started in each bucket (by task id). It writes only the Started and Wait
+// fields of out.
+func (p *Provider) waitBuckets(ctx context.Context, from, to time.Time, every time.Duration, k int64, out []lease.Bucket, index func(time.Time) int) error {
+	rows, err := p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.started_at, $1), count(*),
 			percentile_cont(ARRAY[0.5, 0.9, 0.99]) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM r.started_at - t.run_after)))
 		FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id AND r.attempt = t.attempts
 		WHERE r.started_at >= $1 AND r.started_at < $2 AND r.task_id % $4 = 0 GROUP BY 1`), from, to, every, k)
 	if err != nil {
-		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
+		return fmt.Errorf("queue wait: %w", mapErr(err))
 	}
+	var at time.Time
+	var c int64
 	var ps []float64
 	_, err = pgx.ForEachRow(rows, []any{&at, &c, &ps}, func() error {
 		if i := index(at); i >= 0 && len(ps) == 3 {
@@ -375,12 +404,9 @@ func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every tim
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue wait: %w", mapErr(err))
+		return fmt.Errorf("queue wait: %w", mapErr(err))
 	}
-	for i := range out {
-		out[i].WaitSample = k
-	}
-	return out, nil
+	return nil
 }
 
 // LastOutcomes returns, for each of agents that has one, its latest run

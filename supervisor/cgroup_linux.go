@@ -267,6 +267,7 @@ func setupCgroups(owner string, log hclog.Logger) (*cgroupTree, error) {
 			return nil, fmt.Errorf("create cgroup %s: %w", t.dir, err)
 		}
 	}
+	t.sweepEmpty()
 	// Hand the controllers down to the runs, where they are there to hand.
 	for _, d := range []string{p.base, group, t.dir} {
 		have := readWords(filepath.Join(d, "cgroup.controllers"))
@@ -568,6 +569,25 @@ func (t *cgroupTree) killLeftovers() int {
 		_ = unix.Rmdir(group) // when no daemon of that name is left
 	}
 	return killed
+}
+
+// sweepEmpty removes the cgroups of dead daemons of this name that hold no
+// process (a cgroup with one cannot be removed): those of a daemon that
+// exited without removing them. KillOrphans deals with the others.
+func (t *cgroupTree) sweepEmpty() {
+	group := filepath.Dir(t.dir)
+	ents, _ := os.ReadDir(group)
+	for _, e := range ents {
+		if !e.IsDir() || !deadMaker(e.Name()) {
+			continue
+		}
+		dir := filepath.Join(group, e.Name())
+		runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
+		for _, r := range runs {
+			_ = unix.Rmdir(r)
+		}
+		_ = unix.Rmdir(dir)
+	}
 }
 
 // deadMaker reports whether name is a supervisor's directory (PID.START.N)

@@ -24,6 +24,8 @@ func mapErr(err error) error {
 		return err
 	}
 	switch pgErr.Code {
+	case "42P05", "26000":
+		return withPoolerHint(err)
 	case "22P05", "22021", "22P02", "22023", "23514", "22001":
 		// untranslatable character (\u0000), bad encoding, bad input,
 		// bad parameter, check violation, value too long.

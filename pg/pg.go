@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,19 +74,31 @@ type Provider struct {
 var _ lease.Provider = (*Provider)(nil)
 
 // Open connects a pool to the database at rawURL. The query parameter
-// schema=NAME selects the schema (default qd); every other parameter goes
-// to pgx. Open checks the schema version once but never migrates: while
-// the schema is missing or behind, methods return ErrNotMigrated.
+// schema=NAME selects the schema (default qd), and pooler=MODE says that a
+// pooler such as PgBouncer stands in front of the server (pooler.go);
+// every other parameter goes to pgx. Open checks the schema version once
+// but never migrates: while the schema is missing or behind, methods
+// return ErrNotMigrated.
 func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	connURL, schema, err := splitSchema(rawURL)
+	connURL, own, err := splitParams(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	schema := DefaultSchema
+	if s, ok := own["schema"]; ok {
+		schema = s
+	}
+	if !schemaPattern.MatchString(schema) {
+		return nil, fmt.Errorf("%w: schema %q does not match %s", lease.ErrInvalid, schema, schemaPattern)
+	}
 	cfg, err := pgxpool.ParseConfig(connURL)
 	if err != nil {
+		return nil, fmt.Errorf("parse database url %s: %w", lease.Redact(rawURL), err)
+	}
+	if err := setPooler(cfg, own["pooler"], connURL); err != nil {
 		return nil, fmt.Errorf("parse database url %s: %w", lease.Redact(rawURL), err)
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
@@ -112,33 +125,46 @@ func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, e
 	return p, nil
 }
 
-// splitSchema removes the schema parameter from a postgres:// URL.
-func splitSchema(rawURL string) (string, string, error) {
+// DriverURL returns rawURL without the parameters qd reads itself
+// (schema, pooler), for a tool that connects with pgx on its own.
+func DriverURL(rawURL string) (string, error) {
+	u, _, err := splitParams(rawURL)
+	return u, err
+}
+
+// ownParams are the query parameters of a database URL that qd reads
+// itself and pgx never sees.
+var ownParams = []string{"schema", "pooler"}
+
+// splitParams removes qd's own parameters from a postgres:// URL and
+// returns them.
+func splitParams(rawURL string) (string, map[string]string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", "", fmt.Errorf("parse database url %s: want postgres://user@host/db", lease.Redact(rawURL))
+		return "", nil, fmt.Errorf("parse database url %s: want postgres://user@host/db", lease.Redact(rawURL))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return "", "", fmt.Errorf("parse database url %s: query: %w", lease.Redact(rawURL), lease.ErrInvalid)
+		return "", nil, fmt.Errorf("parse database url %s: query: %w", lease.Redact(rawURL), lease.ErrInvalid)
 	}
-	schema := DefaultSchema
-	if q.Has("schema") {
-		schema = q.Get("schema")
-		// Drop only the schema pair and keep the rest as written, so that
-		// pgx decodes it exactly as it would have without us.
+	own := map[string]string{}
+	for _, k := range ownParams {
+		if q.Has(k) {
+			own[k] = q.Get(k)
+		}
+	}
+	if len(own) > 0 {
+		// Drop only those pairs and keep the rest as written, so that pgx
+		// decodes it exactly as it would have without us.
 		var keep []string
 		for _, kv := range strings.Split(u.RawQuery, "&") {
-			if k, _, _ := strings.Cut(kv, "="); k != "schema" {
+			if k, _, _ := strings.Cut(kv, "="); !slices.Contains(ownParams, k) {
 				keep = append(keep, kv)
 			}
 		}
 		u.RawQuery = strings.Join(keep, "&")
 	}
-	if !schemaPattern.MatchString(schema) {
-		return "", "", fmt.Errorf("%w: schema %q does not match %s", lease.ErrInvalid, schema, schemaPattern)
-	}
-	return u.String(), schema, nil
+	return u.String(), own, nil
 }
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
@@ -186,7 +212,7 @@ func (p *Provider) checkSchema(ctx context.Context) error {
 	}
 	v, err := p.SchemaVersion(ctx)
 	if err != nil {
-		return err
+		return withPoolerHint(err)
 	}
 	if v < LatestVersion() {
 		return fmt.Errorf("schema %s is at version %d, this qd needs %d: %w", p.schema, v, LatestVersion(), ErrNotMigrated)

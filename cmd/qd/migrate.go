@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/pg"
 )
 
 var migrateCommand = &command{
@@ -90,14 +91,11 @@ func schemaName(raw string) string {
 // pgxConfig parses a qd URL for pgx, leaving out the parameters qd itself
 // reads.
 func pgxConfig(raw string) (*pgx.ConnConfig, error) {
-	u, err := url.Parse(raw)
+	u, err := pg.DriverURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %s", lease.Redact(raw))
+		return nil, err
 	}
-	q := u.Query()
-	q.Del("schema")
-	u.RawQuery = q.Encode()
-	cfg, err := pgx.ParseConfig(u.String())
+	cfg, err := pgx.ParseConfig(u)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url %s: %w", lease.Redact(raw), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,10 +106,17 @@ func outcomeUnknown(err error) bool {
 }
 
 // outcomeKnown reports whether err is the server's own answer (the
-// transaction rolled back), or a refusal before anything was sent.
+// transaction rolled back), or a refusal before anything was sent. A
+// terminated backend (57P01) is the server's word too: it aborted the
+// transaction. A connection exception (class 08) is not: a pooler sends it
+// when its link to the server died ("server conn crashed?"), and it says
+// nothing of a COMMIT already on its way.
 func outcomeKnown(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) || errors.Is(err, ErrNotMigrated)
+	if errors.As(err, &pgErr) {
+		return !strings.HasPrefix(pgErr.Code, "08")
+	}
+	return errors.Is(err, ErrNotMigrated)
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.

@@ -14,7 +14,9 @@
 # neither and no database here, qd uses a private PostgreSQL cluster of its
 # own in state_dir/pg, made and started on first use, on a unix socket only
 # (docs/database.md; not under systemd, which kills it with the unit). Add
-# ?schema=NAME to keep the queue in another schema than "qd". Prefer a
+# ?schema=NAME to keep the queue in another schema than "qd", and
+# pooler=transaction behind a transaction-mode pooler such as PgBouncer
+# (docs/database.md, "Behind a pooler"). Prefer a
 # password in ~/.pgpass (or $PGPASSFILE) over one in this file; qd never
 # prints it.
 database = "postgres://qd@localhost:5432/qd?sslmode=disable"

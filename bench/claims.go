@@ -88,6 +88,9 @@ func (b *runner) claims(ctx context.Context) error {
 	if err := b.claimMany(ctx, f); err != nil {
 		return err
 	}
+	if err := b.anyLane(ctx, f); err != nil {
+		return err
+	}
 	return b.cycles(ctx, f)
 }
 
@@ -111,11 +114,59 @@ func (b *runner) claimMany(ctx context.Context, f *fixture) error {
 			if err != nil {
 				return err
 			}
-			sec.Add(name, "tasks_per_second", res.ItemsPerSecond(), "/s").Against(b.base[c])
+			t := sec.Add(name, "tasks_per_second", res.ItemsPerSecond(), "/s").Against(b.base[c])
+			if lanes == 0 && c == 16 {
+				t.Want(">=", 1.0)
+			}
 			sec.Add(name, "tasks_per_call", float64(res.Items)/float64(max(res.Ops, 1)), "tasks")
 			sec.Add(name, "p50_ms", res.P(0.50), "ms")
 			sec.Add(name, "p99_ms", res.P(0.99), "ms")
 		}
+	}
+	return nil
+}
+
+// anyLaneCounts are the numbers of lanes the any-lane claim is measured
+// over; the first is the reference.
+var anyLaneCounts = []int{10, 1_000, 10_000}
+
+// anyLane measures ClaimMany over any lane, one claimer, with 10, 1,000
+// and 10,000 lanes that all have work: its latency should not grow with
+// the lanes. f is the fixture of the claims (1,000 lanes).
+func (b *runner) anyLane(ctx context.Context, f *fixture) error {
+	n := b.sc.ClaimBatch
+	sec := b.r.Section("any_lane", fmt.Sprintf("ClaimMany(%d) over any lane, against the number of lanes", n))
+	sec.Shape = fmt.Sprintf("one claimer naming no lane; every lane has work (%s queued, spread evenly) and no reachable limit; "+
+		"ratio against the fewest lanes", groupThousands(int64(b.queued())))
+	var p50, p99 Figure
+	for i, lanes := range anyLaneCounts {
+		g := f
+		if lanes != len(f.lanes) {
+			var err error
+			if g, err = b.open(ctx, fmt.Sprintf("lanes%d", lanes), lanes); err != nil {
+				return err
+			}
+		}
+		err := g.reset(ctx, max(b.queued(), 4*lanes))
+		var res result
+		if err == nil {
+			res, err = b.measure(ctx, fmt.Sprintf("any lane, %d lanes", lanes), 1, claimManyOp(g, n, 0))
+		}
+		if g != f {
+			g.close(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("ClaimMany(%d), any lane, %s lanes", n, groupThousands(int64(lanes)))
+		a := sec.Add(name, "p50_ms", res.P(0.50), "ms")
+		z := sec.Add(name, "p99_ms", res.P(0.99), "ms")
+		if i == 0 {
+			p50, p99 = *a, *z
+			continue
+		}
+		a.Against(p50).Want("<=", 1.2)
+		z.Against(p99).Want("<=", 1.2)
 	}
 	return nil
 }

@@ -65,7 +65,6 @@ type daemon struct {
 
 	metrics    *metrics.Metrics
 	exposition http.Handler // metrics.Handler, served on /v1/metrics
-	waits      chan waited  // see measureWaits
 
 	mu         sync.Mutex
 	conf       *config.Config
@@ -235,10 +234,6 @@ func Run(ctx context.Context, o Options) error {
 	{ // notifications: sent from a queue of their own
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) { cancel() })
-	}
-	{ // queue waits: each started run's task read once, off the claim's path
-		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		g.Add(func() error { d.measureWaits(ctx); return nil }, func(error) { cancel() })
 	}
 	{ // the config's lane blocks, at start and after each reload
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

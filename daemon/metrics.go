@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -10,27 +9,11 @@ import (
 	"github.com/qd-run/qd/supervisor"
 )
 
-// waitQueue bounds the runs whose queue wait is still to be read; past it
-// the wait of a run is not observed rather than delay anything.
-const waitQueue = 256
-
-// waited is a run handed to a child whose task's run_after is still to be
-// read, for qd_queue_wait_seconds.
-type waited struct {
-	agent, lane string
-	taskID      int64
-	attempt     int
-	// start is when the run began by the database's clock: the lease's
-	// expiry less its length.
-	start time.Time
-}
-
 // newMetrics makes the daemon's exposition: the lanes of its queue and the
 // children it runs by agent are read at each scrape.
 func (d *daemon) newMetrics(version string) {
 	d.metrics = metrics.New(metrics.Options{Version: version, Queue: d.queue, Children: d.children})
 	d.exposition = d.metrics.Handler()
-	d.waits = make(chan waited, waitQueue)
 }
 
 // Metrics is the handler of the socket's /v1/metrics.
@@ -54,37 +37,13 @@ func (d *daemon) loopPass() {
 
 func (d *daemon) heartbeat(_ int, took time.Duration, err error) { d.metrics.Heartbeat(took, err) }
 
-// runStarted counts a run handed to the supervisor and queues the read of
-// how long its task waited.
+// runStarted counts a run handed to the supervisor and how long its task
+// waited: from its run_after to the run's start (the lease's expiry less
+// its length), both by the database's clock, as the claim returned them.
 func (d *daemon) runStarted(l *lease.Lease, leaseFor time.Duration) {
 	d.metrics.RunStarted(l.Agent, l.Lane, -1)
-	w := waited{agent: l.Agent, lane: l.Lane, taskID: l.TaskID, attempt: l.Attempt,
-		start: l.LeaseExpiresAt.Add(-leaseFor)}
-	select {
-	case d.waits <- w:
-	default:
-	}
-}
-
-// measureWaits reads, one run at a time, the run_after of each started
-// run's task and observes the wait from it to the run's start, both by the
-// database's clock. run_after stays as it was while the run lives and
-// after it ends for good; a task queued again (the run failed, to be
-// retried) or claimed again has a new one, and its wait is left out. It is
-// off the claim's path: a slow database only leaves waits unobserved.
-func (d *daemon) measureWaits(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case w := <-d.waits:
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			t, err := d.queue.Task(rctx, w.taskID)
-			cancel()
-			if err == nil && t.Attempts == w.attempt && t.State != lease.TaskQueued {
-				d.metrics.QueueWait(w.agent, w.lane, w.start.Sub(t.RunAfter))
-			}
-		}
+	if !l.RunAfter.IsZero() {
+		d.metrics.QueueWait(l.Agent, l.Lane, l.LeaseExpiresAt.Add(-leaseFor).Sub(l.RunAfter))
 	}
 }
 

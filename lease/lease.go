@@ -168,6 +168,9 @@ type Lease struct {
 	// id, so that a database that lost the run and gave its id to another
 	// (a failover to a copy behind) never takes them for that other run's.
 	ClaimToken string
+	// RunAfter is when the task became claimable, by the provider's clock:
+	// the start of its wait in the queue.
+	RunAfter time.Time
 }
 
 // EnqueueParams describes a new task.

@@ -139,7 +139,8 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 	}
 	var out []*lease.Lease
 	err := p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT task_id, run_id, lane, agent, attempt, max_attempts, priority, payload, lease_expires_at
+		b.Queue(p.sql(`SELECT task_id, run_id, lane, agent, attempt, max_attempts, priority, payload, lease_expires_at,
+				run_after
 			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7)`),
 			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token).
 			Query(func(rows pgx.Rows) error {
@@ -148,7 +149,7 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 					l := &lease.Lease{Owner: cp.Owner, ClaimToken: cp.Token}
 					var payload string
 					if err := rows.Scan(&l.TaskID, &l.RunID, &l.Lane, &l.Agent, &l.Attempt, &l.MaxAttempts,
-						&l.Priority, &payload, &l.LeaseExpiresAt); err != nil {
+						&l.Priority, &payload, &l.LeaseExpiresAt, &l.RunAfter); err != nil {
 						return err
 					}
 					l.Payload = []byte(payload)

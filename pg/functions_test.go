@@ -26,6 +26,7 @@ var functionSums = map[int]string{
 	12: "4a5b0fa668ba2606606a5038899be9dc0a5f8d38af7c16bf7b6821884e3bba05",
 	13: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
 	14: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
+	15: "ef03761f05711f3044e0aa0da316ba1654922fb7d1fe3a261fd3c59e2c2c7979",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

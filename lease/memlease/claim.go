@@ -165,5 +165,6 @@ func leaseOf(t *lease.Task, r *lease.Run) *lease.Lease {
 		Payload:        append([]byte(nil), t.Payload...),
 		LeaseExpiresAt: r.LeaseExpiresAt,
 		Owner:          r.Owner,
+		RunAfter:       t.RunAfter,
 	}
 }

@@ -14,9 +14,13 @@
 -- * one named lane: no candidate query at all; the claim waits for the
 --   lane's lock, since there is nothing else to do;
 -- * several named lanes: the candidates are found through the lanes key;
--- * any lane: the candidates are every unpaused lane, which is what any
---   lane means (so it costs O(lanes) and O(live runs) per call, and the
---   query runs with JIT off: compiling it cost nearly as much as running).
+-- * any lane: the candidates are the lanes of the head of the queue, the
+--   first tasks in claim order (read through an index of their own, so
+--   the cost does not grow with the number of lanes), and of expired runs
+--   (O(live runs)). When that head was cut short and gave fewer lanes with
+--   room than tasks asked for, every unpaused lane is a candidate, which
+--   is what any lane means (O(lanes); that query runs with JIT off:
+--   compiling it cost nearly as much as running it).
 --
 -- A candidate list is cut at v_reach lanes with room, sorted by their best
 -- task, so that the live runs of every lane are not counted on each call.
@@ -35,7 +39,8 @@ CREATE OR REPLACE FUNCTION {{schema}}.claim(
     p_lanes text[], p_agent text, p_owner text, p_instance text, p_lease interval, p_n int,
     p_token text)
 RETURNS TABLE (task_id bigint, run_id bigint, lane text, agent text, attempt int,
-               max_attempts int, priority int, payload text, lease_expires_at timestamptz)
+               max_attempts int, priority int, payload text, lease_expires_at timestamptz,
+               run_after timestamptz)
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
@@ -60,11 +65,17 @@ DECLARE
     v_prio    int;
     v_payload text;
     v_expires timestamptz;
+    v_after   timestamptz;
     v_jit     text;
+    v_seen    int;
+    v_room    bigint;
+    v_scan    boolean;
     -- How many candidate lanes a claim over several lanes considers: enough
     -- that claimers racing for the same best lanes find free ones behind
     -- them, without counting the live runs of every lane.
     v_reach   int := greatest(p_n, 1) * 4 + 32;
+    -- How many tasks at the head of the queue an any-lane claim reads.
+    v_head    int := (greatest(p_n, 1) * 4 + 32) * 2;
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'qd claim must run at READ COMMITTED, not %', current_setting('transaction_isolation')
@@ -76,7 +87,8 @@ BEGIN
         -- committed while this one waited.
         IF EXISTS (SELECT FROM {{schema}}.runs r WHERE r.claim_token = p_token) THEN
             RETURN QUERY
-            SELECT t.id, r.id, r.lane, r.agent, r.attempt, t.max_attempts, t.priority, t.payload_text, r.lease_expires_at
+            SELECT t.id, r.id, r.lane, r.agent, r.attempt, t.max_attempts, t.priority, t.payload_text, r.lease_expires_at,
+                   t.run_after
             FROM {{schema}}.runs r JOIN {{schema}}.tasks t ON t.id = r.task_id
             WHERE r.claim_token = p_token AND r.owner = p_owner AND r.state = 'running'
               AND r.lease_expires_at > clock_timestamp()
@@ -131,34 +143,142 @@ BEGIN
                 LIMIT v_reach
             ) d;
         ELSE
-            -- Any lane: every unpaused lane is a candidate.
-            SELECT array_agg(d.name ORDER BY d.priority, d.run_after, d.id) INTO v_cands
-            FROM (
-                -- Sorted below, filtered above: the live runs are counted only
-                -- for the best lanes, until v_reach of them have room.
-                SELECT c.name, c.priority, c.run_after, c.id
+            -- Any lane: the lanes of the head of the queue. A plan of its
+            -- own for each case, so that each reads its own index.
+            -- Expired runs are looked for among every live run
+            -- (O(live runs): no index may cover the lease, which every
+            -- heartbeat writes), so only when the head leaves the claim
+            -- short, or when this session has not looked for a second.
+            v_scan := coalesce(nullif(current_setting('qd.claim_live_scan', true), '')::float8, 0)
+                      <= extract(epoch FROM v_now) - 1;
+            LOOP
+                IF p_agent IS NULL THEN
+                    WITH head AS MATERIALIZED (
+                        -- Future tasks are read too (and left out above), so that
+                        -- the read is bounded however many wait for their time.
+                        SELECT t.lane, t.priority, t.run_after, t.id FROM {{schema}}.tasks t
+                        WHERE t.state = 'queued' AND t.priority IS NOT NULL
+                        ORDER BY t.priority, t.run_after, t.id
+                        LIMIT v_head
+                    )
+                    SELECT (SELECT count(*) FROM head), array_agg(d.name ORDER BY d.priority, d.run_after, d.id), sum(d.room)
+                    INTO v_seen, v_cands, v_room
+                    FROM (
+                        -- Sorted below, filtered above, as for named lanes; the
+                        -- best task of a lane is its first in the head.
+                        SELECT c.name, c.priority, c.run_after, c.id, c.room
+                        FROM (
+                          SELECT c.name, c.priority, c.run_after, c.id, c.max_running - (
+                              SELECT count(*) FROM {{schema}}.runs r
+                              WHERE r.lane = c.name AND r.state = 'running' AND r.lease_expires_at > v_now) AS room
+                          FROM (
+                            SELECT l.name, l.max_running, b.priority, b.run_after, b.id
+                            FROM (
+                                SELECT DISTINCT ON (e.lane) e.lane, e.priority, e.run_after, e.id
+                                FROM (
+                                    SELECT h.lane, h.priority, h.run_after, h.id FROM head h
+                                    WHERE h.run_after <= v_now
+                                    UNION ALL
+                                    SELECT r.lane, t.priority, t.run_after, t.id FROM {{schema}}.runs r
+                                    JOIN {{schema}}.tasks t ON t.id = r.task_id
+                                    -- Every live run (lane > '' is every lane), never
+                                    -- the history, and only when v_scan says so.
+                                    WHERE v_scan AND r.state = 'running' AND r.lane > '' AND r.lease_expires_at <= v_now
+                                      AND (p_agent IS NULL OR t.agent = p_agent)
+                                ) e
+                                ORDER BY e.lane, e.priority, e.run_after, e.id
+                            ) b
+                            JOIN {{schema}}.lanes l ON l.name = b.lane
+                            WHERE NOT l.paused
+                            ORDER BY b.priority, b.run_after, b.id
+                          ) c
+                        ) c
+                        WHERE c.room > 0
+                        LIMIT v_reach
+                    ) d;
+                ELSE
+                    WITH head AS MATERIALIZED (
+                        -- Future tasks are read too (and left out above), so that
+                        -- the read is bounded however many wait for their time.
+                        SELECT t.lane, t.priority, t.run_after, t.id FROM {{schema}}.tasks t
+                        WHERE t.state = 'queued' AND t.priority IS NOT NULL AND t.agent = p_agent
+                        ORDER BY t.priority, t.run_after, t.id
+                        LIMIT v_head
+                    )
+                    SELECT (SELECT count(*) FROM head), array_agg(d.name ORDER BY d.priority, d.run_after, d.id), sum(d.room)
+                    INTO v_seen, v_cands, v_room
+                    FROM (
+                        -- Sorted below, filtered above, as for named lanes; the
+                        -- best task of a lane is its first in the head.
+                        SELECT c.name, c.priority, c.run_after, c.id, c.room
+                        FROM (
+                          SELECT c.name, c.priority, c.run_after, c.id, c.max_running - (
+                              SELECT count(*) FROM {{schema}}.runs r
+                              WHERE r.lane = c.name AND r.state = 'running' AND r.lease_expires_at > v_now) AS room
+                          FROM (
+                            SELECT l.name, l.max_running, b.priority, b.run_after, b.id
+                            FROM (
+                                SELECT DISTINCT ON (e.lane) e.lane, e.priority, e.run_after, e.id
+                                FROM (
+                                    SELECT h.lane, h.priority, h.run_after, h.id FROM head h
+                                    WHERE h.run_after <= v_now
+                                    UNION ALL
+                                    SELECT r.lane, t.priority, t.run_after, t.id FROM {{schema}}.runs r
+                                    JOIN {{schema}}.tasks t ON t.id = r.task_id
+                                    -- Every live run (lane > '' is every lane), never
+                                    -- the history, and only when v_scan says so.
+                                    WHERE v_scan AND r.state = 'running' AND r.lane > '' AND r.lease_expires_at <= v_now
+                                      AND (p_agent IS NULL OR t.agent = p_agent)
+                                ) e
+                                ORDER BY e.lane, e.priority, e.run_after, e.id
+                            ) b
+                            JOIN {{schema}}.lanes l ON l.name = b.lane
+                            WHERE NOT l.paused
+                            ORDER BY b.priority, b.run_after, b.id
+                          ) c
+                        ) c
+                        WHERE c.room > 0
+                        LIMIT v_reach
+                    ) d;
+                END IF;
+                EXIT WHEN v_scan OR coalesce(v_room, 0) >= p_n;
+                v_scan := true;
+            END LOOP;
+            IF v_scan THEN
+                PERFORM set_config('qd.claim_live_scan', extract(epoch FROM v_now)::text, false);
+            END IF;
+            IF v_seen = v_head AND coalesce(v_room, 0) < p_n THEN
+                -- The head was cut short and its lanes have room for
+                -- fewer tasks than asked: every unpaused lane is a
+                -- candidate.
+                SELECT array_agg(d.name ORDER BY d.priority, d.run_after, d.id) INTO v_cands
                 FROM (
-                    SELECT l.name, l.max_running, b.priority, b.run_after, b.id
-                    FROM {{schema}}.lanes l
-                    CROSS JOIN LATERAL (
-                        (SELECT t.priority, t.run_after, t.id FROM {{schema}}.tasks t
-                         WHERE t.lane = l.name AND t.state = 'queued' AND t.run_after <= v_now
-                           AND (p_agent IS NULL OR t.agent = p_agent)
-                         ORDER BY t.priority, t.run_after, t.id LIMIT 1)
-                        UNION ALL
-                        (SELECT t.priority, t.run_after, t.id FROM {{schema}}.runs r
-                         JOIN {{schema}}.tasks t ON t.id = r.task_id
-                         WHERE r.lane = l.name AND r.state = 'running' AND r.lease_expires_at <= v_now
-                           AND (p_agent IS NULL OR t.agent = p_agent))
-                        ORDER BY 1, 2, 3 LIMIT 1
-                    ) b
-                    WHERE NOT l.paused
-                    ORDER BY b.priority, b.run_after, b.id
-                ) c
-                WHERE (SELECT count(*) FROM {{schema}}.runs r
-                       WHERE r.lane = c.name AND r.state = 'running' AND r.lease_expires_at > v_now) < c.max_running
-                LIMIT v_reach
-            ) d;
+                    -- Sorted below, filtered above: the live runs are counted only
+                    -- for the best lanes, until v_reach of them have room.
+                    SELECT c.name, c.priority, c.run_after, c.id
+                    FROM (
+                        SELECT l.name, l.max_running, b.priority, b.run_after, b.id
+                        FROM {{schema}}.lanes l
+                        CROSS JOIN LATERAL (
+                            (SELECT t.priority, t.run_after, t.id FROM {{schema}}.tasks t
+                             WHERE t.lane = l.name AND t.state = 'queued' AND t.run_after <= v_now
+                               AND (p_agent IS NULL OR t.agent = p_agent)
+                             ORDER BY t.priority, t.run_after, t.id LIMIT 1)
+                            UNION ALL
+                            (SELECT t.priority, t.run_after, t.id FROM {{schema}}.runs r
+                             JOIN {{schema}}.tasks t ON t.id = r.task_id
+                             WHERE r.lane = l.name AND r.state = 'running' AND r.lease_expires_at <= v_now
+                               AND (p_agent IS NULL OR t.agent = p_agent))
+                            ORDER BY 1, 2, 3 LIMIT 1
+                        ) b
+                        WHERE NOT l.paused
+                        ORDER BY b.priority, b.run_after, b.id
+                    ) c
+                    WHERE (SELECT count(*) FROM {{schema}}.runs r
+                           WHERE r.lane = c.name AND r.state = 'running' AND r.lease_expires_at > v_now) < c.max_running
+                    LIMIT v_reach
+                ) d;
+            END IF;
         END IF;
         IF v_jit <> 'off' THEN
             PERFORM set_config('jit', v_jit, true);
@@ -211,8 +331,8 @@ BEGIN
                     ORDER BY x.priority, x.run_after, x.id
                     LIMIT 1
                     FOR UPDATE SKIP LOCKED)
-                RETURNING t.id, t.agent, t.attempts, t.max_attempts, t.priority, t.payload_text
-                INTO v_task, v_agent, v_attempt, v_max, v_prio, v_payload;
+                RETURNING t.id, t.agent, t.attempts, t.max_attempts, t.priority, t.payload_text, t.run_after
+                INTO v_task, v_agent, v_attempt, v_max, v_prio, v_payload, v_after;
                 CONTINUE WHEN NOT FOUND;
                 INSERT INTO {{schema}}.runs AS r (task_id, lane, agent, attempt, owner, instance, state,
                                                   started_at, last_heartbeat_at, lease_expires_at, claim_token)
@@ -221,6 +341,7 @@ BEGIN
                 RETURNING r.id, r.lease_expires_at INTO v_run, v_expires;
                 task_id := v_task; run_id := v_run; lane := v_lane; agent := v_agent; attempt := v_attempt;
                 max_attempts := v_max; priority := v_prio; payload := v_payload; lease_expires_at := v_expires;
+                run_after := v_after;
                 RETURN NEXT;
                 v_left := v_left - 1;
                 CONTINUE;
@@ -245,7 +366,8 @@ BEGIN
                 FROM upd u
                 RETURNING id, task_id, lease_expires_at
             )
-            SELECT u.id, i.id, u.lane, u.agent, u.attempts, u.max_attempts, u.priority, u.payload_text, i.lease_expires_at
+            SELECT u.id, i.id, u.lane, u.agent, u.attempts, u.max_attempts, u.priority, u.payload_text, i.lease_expires_at,
+                   u.run_after
             FROM upd u JOIN ins i ON i.task_id = u.id
             ORDER BY u.priority, u.run_after, u.id;
             GET DIAGNOSTICS v_got = ROW_COUNT;

@@ -34,9 +34,17 @@ func TestChaos_Randomised(t *testing.T) {
 	for i := range lanes {
 		r.exec(fmt.Sprintf(`INSERT INTO %s.lanes (name, max_running) VALUES ($1, $2)`, r.schema), fmt.Sprintf("c%02d", i), 1+i%2)
 	}
+	// Where runs have cgroups, a quarter of the agents also start a
+	// grandchild that leaves their process group (setsid): the audit counts
+	// it as an orphan unless it dies with its run.
+	setsid := false
 	enqueue := func(n int) {
 		for range n {
-			r.enqueue(fmt.Sprintf("c%02d", rnd.IntN(lanes)), "w", fmt.Sprintf(`{"mode":"sleep","ms":%d}`, 200+rnd.IntN(3000)), 20)
+			mode := "sleep"
+			if setsid && rnd.IntN(4) == 0 {
+				mode = "setsid"
+			}
+			r.enqueue(fmt.Sprintf("c%02d", rnd.IntN(lanes)), "w", fmt.Sprintf(`{"mode":%q,"ms":%d}`, mode, 200+rnd.IntN(3000)), 20)
 		}
 	}
 	// A third now, the rest spread over the faults, so work is always in
@@ -53,6 +61,8 @@ func TestChaos_Randomised(t *testing.T) {
 		n.d = r.daemon(n.name, body, testkit.DaemonOptions{}, n.url(r))
 		nodes[i] = n
 	}
+	setsid = nodes[0].d.Status(t).Containment.Kind == "cgroup"
+	t.Logf("setsid grandchildren in the mix: %v", setsid)
 	stopAt := time.Now().Add(span)
 	for time.Now().Before(stopAt) || left > 0 {
 		batch := min(left, 1+rnd.IntN(max(1, tasks/8)))

@@ -144,7 +144,9 @@ agent "hello" {
   # powers of 1024; memory.max) and CPUs (cpu.max; 0.5 is half of one).
   # Only where qd gives runs cgroups and the controller is enabled for
   # them (see `qd status` and docs/service.md): elsewhere qd refuses to
-  # start, naming the agent. `qd run --check` checks this host.
+  # start, naming the agent. `qd run --check` checks this host (run by a
+  # user who cannot create cgroups, it only warns: the daemon's service may
+  # delegate it one).
   # Default: unset, no bound.
   # memory_max = "2G"
   # cpu_max    = 1.5

@@ -39,6 +39,10 @@ type Containment struct {
 	// ContainProcessGroup); for ContainCgroup, which controllers are
 	// missing and why, if any.
 	Reason string
+	// Undecided (from ProbeContainment) says that a daemon started by a
+	// service manager could have what this process has not: a cgroup
+	// delegated to it.
+	Undecided bool
 }
 
 // Limits bounds the resources of one run; zero fields bound nothing. They

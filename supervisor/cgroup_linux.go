@@ -75,9 +75,9 @@ func probeCgroup() (cgPlan, error) {
 	if p.base == "" {
 		if os.Geteuid() != 0 {
 			if p.own == "/" {
-				return p, fmt.Errorf("qd is not root and its cgroup is the root of the cgroup2 file system at %s", p.mount)
+				return p, errUndelegated{fmt.Errorf("qd is not root and its cgroup is the root of the cgroup2 file system at %s", p.mount)}
 			}
-			return p, fmt.Errorf("cgroup %s is not delegated to qd (under systemd, set Delegate=yes in the unit) and qd is not root", p.own)
+			return p, errUndelegated{fmt.Errorf("cgroup %s is not delegated to qd (under systemd, set Delegate=yes in the unit) and qd is not root", p.own)}
 		}
 		p.base = filepath.Join(p.mount, "qd")
 	}
@@ -103,13 +103,17 @@ func probeCgroup() (cgPlan, error) {
 	return p, nil
 }
 
+// errUndelegated: not root, and no cgroup delegated to this process.
+type errUndelegated struct{ error }
+
 // ProbeContainment says how a daemon started now by this process's user,
 // where this process runs, would contain its runs, without creating
 // anything: for checks of a config before a daemon starts.
 func ProbeContainment() Containment {
 	p, err := probeCgroup()
 	if err != nil {
-		return Containment{Kind: ContainProcessGroup, Reason: err.Error()}
+		var u errUndelegated
+		return Containment{Kind: ContainProcessGroup, Reason: err.Error(), Undecided: errors.As(err, &u)}
 	}
 	return Containment{Kind: ContainCgroup, Path: p.base, Mount: p.mount, Controllers: p.avail, Reason: missingReason(p.avail, p.mount)}
 }

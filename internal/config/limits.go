@@ -34,10 +34,19 @@ func (d *decoder) limits(attrs hcl.Attributes, ctx string, a *Agent) {
 		return
 	}
 	lim := a.Limits()
-	if err := supervisor.ProbeContainment().Check(a.Name, lim); err != nil {
+	probe := supervisor.ProbeContainment()
+	if err := probe.Check(a.Name, lim); err != nil {
 		name := "memory_max"
 		if lim.MemoryMax == 0 || (a.CPUMax > 0 && strings.Contains(err.Error(), "cpu_max")) {
 			name = "cpu_max"
+		}
+		if probe.Undecided {
+			// A service manager may delegate a cgroup to the daemon that
+			// this process (qd run --check as another user) lacks: the
+			// daemon decides at start.
+			d.warns = append(d.warns, Problem{File: d.file, Line: line(attrs[name]),
+				Message: fmt.Sprintf("%v; a daemon started here the same way would refuse it, one whose service delegates a cgroup to it (Delegate=yes) would not", err)})
+			return
 		}
 		// The error names the agent already.
 		_, msg, _ := strings.Cut(err.Error(), ": ")

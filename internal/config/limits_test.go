@@ -1,9 +1,14 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/qd-run/qd/supervisor"
@@ -60,5 +65,59 @@ func TestLoad_LimitsOnThisHost(t *testing.T) {
 	MustWrite(t, path, src, 0o644)
 	if _, err := LoadClient(path); err != nil {
 		t.Errorf("a client's load refused the limits, which concern the daemon's host only: %v", err)
+	}
+}
+
+// probeAsEnv makes the test binary parse the config file it names and
+// print its problems and warnings, for TestLoad_LimitsUndecided.
+const probeAsEnv = "QD_CONFIG_TEST_PARSE"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(probeAsEnv); path != "" {
+		c, err := Load(path)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(0)
+		}
+		for _, w := range c.Warnings {
+			fmt.Println("warning:", w.String())
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Ensure that a check by a user who could not create cgroups (not root,
+// none delegated: qd run --check by hand) warns of memory_max instead of
+// refusing it, since the daemon's service may delegate it a cgroup.
+func TestLoad_LimitsUndecided(t *testing.T) {
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		t.Skip("needs root, to run the check as another user")
+	}
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "config.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	MustWrite(t, bin, string(b), 0o755)
+	path := filepath.Join(dir, "qd.hcl")
+	MustWrite(t, path, "agent \"build\" {\n  command    = [\"/bin/true\"]\n  schedule   = \"@hourly\"\n  memory_max = \"64M\"\n}\n", 0o644)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{probeAsEnv + "=" + path, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("check as nobody: %v\n%s", err, out)
+	}
+	got := string(out)
+	if strings.Contains(got, "error:") || !strings.Contains(got, `warning: `+path+`:4: agent "build": memory_max needs runs in cgroups`) ||
+		!strings.Contains(got, "Delegate=yes") {
+		t.Errorf("check as nobody:\n%s\nwant a warning at memory_max's line, naming Delegate=yes, and no error", got)
 	}
 }

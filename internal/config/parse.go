@@ -99,7 +99,7 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
-	c.Warnings = warnings(c)
+	c.Warnings = append(d.warns, warnings(c)...)
 	return c, nil
 }
 
@@ -109,7 +109,8 @@ type decoder struct {
 	dir string // absolute directory of the file
 	// hostChecks checks agent programs and directories on this host.
 	hostChecks bool
-	block      string // the block being decoded, as `agent "build"`; "" at the top
+	warns      []Problem // found while decoding, for Config.Warnings
+	block      string    // the block being decoded, as `agent "build"`; "" at the top
 }
 
 // top decodes the top-level attributes over the defaults in c.

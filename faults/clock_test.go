@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,8 +43,13 @@ func TestClock_JumpingDaemonClock(t *testing.T) {
 		}
 	}
 	setSkew("0s")
-	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "4s", heartbeat: "1s"})
-	r.daemon("clock-true", body, testkit.DaemonOptions{})
+	// Both daemons run a periodic: its ticks are recorded in order in the
+	// database, so one from the jumping daemon's future would hold back
+	// the other's; such a tick must be refused.
+	agents := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "4s", heartbeat: "1s"})
+	body := agents +
+		"periodic \"pulse\" {\n  schedule = \"@every 1s\"\n  agent = \"w\"\n  lane = \"ckpulse\"\n  payload = \"{\\\"mode\\\":\\\"sleep\\\",\\\"ms\\\":20}\"\n}\n"
+	a := r.daemon("clock-true", body, testkit.DaemonOptions{})
 	b := r.daemon("clock-jumps", body, testkit.DaemonOptions{Env: []string{"QD_TEST_CLOCK_SKEW_FILE=" + skew}})
 
 	// nextIn is how far ahead of the jumping daemon's own clock its next
@@ -60,6 +67,14 @@ func TestClock_JumpingDaemonClock(t *testing.T) {
 		skew   string
 		offset time.Duration
 	}{{"2h", 2 * time.Hour}, {"-1h", -time.Hour}, {"-15m", -15 * time.Minute}, {"1h30m", 90 * time.Minute}, {"0s", 0}}
+	var aheadMax time.Duration
+	stopPoll := poll(100*time.Millisecond, func() {
+		var ahead *time.Duration
+		r.scalar(&ahead, `SELECT (SELECT last_tick - clock_timestamp() FROM {s}.periodic WHERE name = 'pulse')`)
+		if ahead != nil {
+			aheadMax = max(aheadMax, *ahead)
+		}
+	})
 	var worst time.Duration
 	for _, j := range jumps {
 		time.Sleep(time.Second)
@@ -72,6 +87,23 @@ func TestClock_JumpingDaemonClock(t *testing.T) {
 		if n > 1500*time.Millisecond {
 			t.Errorf("after the clock jumped to %s the next tick of an @every 1s agent is %s away", j.skew, n.Round(time.Millisecond))
 		}
+	}
+	stopPoll()
+	if aheadMax > 10*time.Second {
+		t.Errorf("the periodic's last tick was recorded %s ahead of the database's clock", aheadMax.Round(time.Second))
+	}
+	if !strings.Contains(b.Log(), "ahead of the database's clock") {
+		t.Errorf("the jumping daemon did not say its periodic tick was refused as ahead of the database's clock")
+	}
+	var recent int
+	r.scalar(&recent, `SELECT count(*) FROM {s}.tasks WHERE lane = 'ckpulse' AND created_at > clock_timestamp() - interval '2 seconds'`)
+	if recent == 0 {
+		t.Errorf("no periodic tick was enqueued in the last 2s after the jumps: the ticks are held back")
+	}
+	// The periodic ends, so that its tasks can all be done.
+	for _, d := range []*testkit.Daemon{a, b} {
+		d.WriteConfig(t, "shutdown_grace = \"5s\"\n"+agents)
+		d.Signal(syscall.SIGHUP)
 	}
 	fig.add(func(f *figures) {
 		f.clockShifts = append(f.clockShifts, fmt.Sprintf("%d jumps of -3h..+2h: next tick at most %s away", len(jumps), worst.Round(time.Millisecond)))

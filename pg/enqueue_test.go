@@ -104,7 +104,7 @@ func TestEnqueue_InvalidPayload(t *testing.T) {
 func TestPeriodicTick_ExactlyOnce(t *testing.T) {
 	p := MustOpen(t)
 	ctx := context.Background()
-	tick := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	tick := time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC)
 	var wg sync.WaitGroup
 	fired := make(chan bool, 16)
 	for range 16 {
@@ -203,5 +203,26 @@ func TestCancelRetry(t *testing.T) {
 	}
 	if err := p.Retry(ctx, 1<<40); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("retry unknown: %v", err)
+	}
+}
+
+// Ensure a periodic tick from a host whose clock runs ahead of the
+// database's is refused with an error that says so, and records nothing:
+// recorded, it would hold back every daemon's ticks until the database's
+// clock reached it.
+func TestPeriodicTick_AheadOfDatabaseClock(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	ahead := time.Now().Add(2 * time.Hour).Truncate(time.Minute)
+	ok, err := p.PeriodicTick(ctx, "skewed", ahead, lease.EnqueueParams{Lane: "cron", Agent: "a"})
+	if ok || err == nil || !strings.Contains(err.Error(), "ahead of the database's clock") {
+		t.Fatalf("a tick two hours ahead: %v %v, want refused", ok, err)
+	}
+	if last, err := p.PeriodicLast(ctx, "skewed"); err != nil || !last.IsZero() {
+		t.Fatalf("last tick after the refusal: %v %v, want none", last, err)
+	}
+	now := time.Now().Truncate(time.Second)
+	if ok, err := p.PeriodicTick(ctx, "skewed", now, lease.EnqueueParams{Lane: "cron", Agent: "a"}); !ok || err != nil {
+		t.Fatalf("a tick of now after the refusal: %v %v, want recorded", ok, err)
 	}
 }

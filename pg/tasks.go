@@ -341,9 +341,16 @@ func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bo
 	return res, nil
 }
 
+// periodicAhead is how far ahead of the database's clock a periodic tick
+// may be. Ticks are recorded in order, so a tick from a host whose clock
+// runs ahead would hold back every daemon's ticks until the database's
+// clock caught up with it.
+const periodicAhead = 10 * time.Second
+
 // PeriodicTick records tick for name and enqueues ep in the same
 // transaction, exactly once per tick across every caller: a concurrent
-// caller waits on the periodic row and then finds the tick recorded.
+// caller waits on the periodic row and then finds the tick recorded. A
+// tick more than periodicAhead ahead of the database's clock is refused.
 func (p *Provider) PeriodicTick(ctx context.Context, name string, tick time.Time, ep lease.EnqueueParams) (bool, error) {
 	if name == "" {
 		return false, fmt.Errorf("periodic tick: %w: name is empty", lease.ErrInvalid)
@@ -356,6 +363,14 @@ func (p *Provider) PeriodicTick(ctx context.Context, name string, tick time.Time
 		return false, fmt.Errorf("periodic %s: %w", name, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after commit it is a no-op
+	var dbNow time.Time
+	if err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		return false, fmt.Errorf("periodic %s: %w", name, mapErr(err))
+	}
+	if ahead := tick.Sub(dbNow); ahead > periodicAhead {
+		return false, fmt.Errorf("periodic %s: %w: tick %s is %s ahead of the database's clock; this host's clock is off (fix it, with NTP say): a tick from its future would hold back every daemon's ticks of %s until then",
+			name, lease.ErrInvalid, tick.Format(time.RFC3339), ahead.Round(time.Second), name)
+	}
 	rows, err := tx.Query(ctx, p.sql(`INSERT INTO {{schema}}.periodic AS p (name, last_tick) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick
 		WHERE p.last_tick IS NULL OR p.last_tick < excluded.last_tick

@@ -227,6 +227,7 @@ type Throughput struct {
 	To      time.Time        `json:"to"`
 	Range   string           `json:"range"`
 	Bucket  float64          `json:"bucket_seconds"`
+	Per     string           `json:"-"` // the bucket in words: "minute", "5 minutes"
 	Buckets []lease.Bucket   `json:"buckets"`
 	Chart   chartData        `json:"-"`
 	Totals  map[string]int64 `json:"totals"`
@@ -260,7 +261,7 @@ func (s *server) throughput(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	tp := &Throughput{From: from, To: to, Range: name, Bucket: rg.bucket.Seconds(), Buckets: bs, Totals: map[string]int64{}}
+	tp := &Throughput{From: from, To: to, Range: name, Bucket: rg.bucket.Seconds(), Per: rg.per, Buckets: bs, Totals: map[string]int64{}}
 	c := chartData{Bucket: rg.per, Finished: make([][]int64, len(outcomes)), Wait: make([][]float64, 3)}
 	for _, o := range outcomes {
 		c.Outcomes = append(c.Outcomes, string(o))

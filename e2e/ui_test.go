@@ -362,7 +362,7 @@ func TestUI_Command(t *testing.T) {
 		return resp.StatusCode, readAll(resp)
 	}
 	testkit.Eventually(t, 10*time.Second, "qd ui to answer", func() bool { c, _ := get("/api/overview"); return c == http.StatusOK })
-	if c, body := get("/api/tasks?lane=cmd"); c != http.StatusOK || !strings.Contains(body, `"Lane": "cmd"`) {
+	if c, body := get("/api/tasks?lane=cmd"); c != http.StatusOK || !strings.Contains(body, `"lane": "cmd"`) {
 		t.Errorf("GET /api/tasks: %d %s", c, body)
 	}
 	if c, body := get("/metrics"); c != http.StatusOK || !strings.Contains(body, `qd_lane_queued_tasks{lane="cmd"} 1`) {

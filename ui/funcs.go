@@ -128,12 +128,12 @@ func pretty(raw json.RawMessage) string {
 }
 
 // exit says how a run's child ended: its exit code or signal.
-func exit(r lease.Run) string {
+func exit(code *int, signal string) string {
 	switch {
-	case r.Signal != "":
-		return r.Signal
-	case r.ExitCode != nil:
-		return "exit " + strconv.Itoa(*r.ExitCode)
+	case signal != "":
+		return signal
+	case code != nil:
+		return "exit " + strconv.Itoa(*code)
 	}
 	return "—"
 }

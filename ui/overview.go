@@ -13,13 +13,13 @@ import (
 
 // Overview is the overview page and its JSON twin.
 type Overview struct {
-	Lanes     []lease.Lane  `json:"lanes"`
+	Lanes     []LaneRow     `json:"lanes"`
 	Agents    []AgentRow    `json:"agents"`
 	Periodics []PeriodicRow `json:"periodics"`
 	Runs      []RunRow      `json:"runs"`
 	Daemons   []DaemonRow   `json:"daemons"`
 	// Recent are the latest tasks enqueued.
-	Recent []lease.Task `json:"recent_tasks"`
+	Recent []TaskRow `json:"recent_tasks"`
 }
 
 // AgentRow is one agent of one daemon. Schedule, NextTick and Parallel
@@ -87,7 +87,7 @@ type DaemonRow struct {
 // briefly; the others are listed without one.
 func (s *server) snapshots(ctx context.Context) ([]Daemon, map[string]*api.Snapshot, []DaemonRow) {
 	if s.o.Daemons == nil {
-		return nil, nil, nil
+		return nil, nil, []DaemonRow{}
 	}
 	ds, err := s.o.Daemons(ctx)
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *server) overview(r *http.Request) (any, error) {
 		return nil, err
 	}
 	ds, snaps, drows := s.snapshots(ctx)
-	o := &Overview{Lanes: lanes, Daemons: drows, Recent: recent}
+	o := &Overview{Lanes: laneRows(lanes), Daemons: drows, Recent: taskRows(recent), Runs: []RunRow{}}
 	hosts := map[string]string{}
 	for _, d := range ds {
 		hosts[d.Name] = d.Host
@@ -220,6 +220,9 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if out == nil {
+		out = []AgentRow{}
+	}
 	return out, nil
 }
 

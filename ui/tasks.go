@@ -19,8 +19,8 @@ const pageSize = 50
 
 // TaskList is the tasks page and its JSON twin.
 type TaskList struct {
-	Filter TaskFilter   `json:"filter"`
-	Tasks  []lease.Task `json:"tasks"`
+	Filter TaskFilter `json:"filter"`
+	Tasks  []TaskRow  `json:"tasks"`
 	// Count is how many tasks the filter selects ("about" when Estimated).
 	Count lease.Count `json:"count"`
 	// Next is the query of the next page; empty on the last.
@@ -113,7 +113,7 @@ func (s *server) tasks(r *http.Request) (any, error) {
 			return nil, err
 		}
 	}
-	l := &TaskList{Filter: f, Tasks: ts, Count: n, Query: template.URL(f.values().Encode())}
+	l := &TaskList{Filter: f, Tasks: taskRows(ts), Count: n, Query: template.URL(f.values().Encode())}
 	if q.Text != "" {
 		l.TextCapped = textScanCap
 	}
@@ -175,16 +175,32 @@ var bulkStates = map[string][]lease.TaskState{
 
 // TaskPage is the task page and its JSON twin.
 type TaskPage struct {
-	Task lease.Task `json:"task"`
-	Runs []RunView  `json:"runs"`
+	Task TaskRow   `json:"task"`
+	Runs []RunView `json:"runs"`
 }
 
 // RunView is one attempt of a task with its output.
 type RunView struct {
-	lease.Run
-	Duration float64 `json:"duration_seconds"`
-	Host     string  `json:"host"`
-	Output   string  `json:"output"`
+	ID              int64          `json:"id"`
+	TaskID          int64          `json:"task_id"`
+	Lane            string         `json:"lane"`
+	Agent           string         `json:"agent"`
+	Attempt         int            `json:"attempt"`
+	Owner           string         `json:"owner"`
+	State           lease.RunState `json:"state"`
+	PID             int            `json:"pid,omitempty"`
+	StartedAt       time.Time      `json:"started_at"`
+	LastHeartbeatAt time.Time      `json:"last_heartbeat_at"`
+	LeaseExpiresAt  time.Time      `json:"lease_expires_at"`
+	FinishedAt      time.Time      `json:"finished_at,omitzero"`
+	ExitCode        *int           `json:"exit_code"`
+	Signal          string         `json:"signal,omitempty"`
+	Summary         string         `json:"summary"`
+	LogError        string         `json:"log_error,omitempty"`
+	CancelRequested bool           `json:"cancel_requested"`
+	Duration        float64        `json:"duration_seconds"`
+	Host            string         `json:"host"`
+	Output          string         `json:"output"`
 	// OutputFrom says where Output comes from: the run's log file on this
 	// host, or the tail stored in the queue.
 	OutputFrom string `json:"output_from"`
@@ -207,9 +223,12 @@ func (s *server) task(r *http.Request) (any, error) {
 		return nil, err
 	}
 	daemons := s.daemonsByName(r.Context())
-	p := &TaskPage{Task: t}
+	p := &TaskPage{Task: taskRow(t), Runs: []RunView{}}
 	for _, run := range runs {
-		v := RunView{Run: run, Host: daemons[run.Owner].Host}
+		v := RunView{ID: run.ID, TaskID: run.TaskID, Lane: run.Lane, Agent: run.Agent, Attempt: run.Attempt,
+			Owner: run.Owner, State: run.State, PID: run.PID, StartedAt: run.StartedAt, LastHeartbeatAt: run.LastHeartbeatAt,
+			LeaseExpiresAt: run.LeaseExpiresAt, FinishedAt: run.FinishedAt, ExitCode: run.ExitCode, Signal: run.Signal,
+			Summary: run.Summary, LogError: run.LogError, CancelRequested: run.CancelRequested, Host: daemons[run.Owner].Host}
 		end := run.FinishedAt
 		if end.IsZero() {
 			end = time.Now()

@@ -142,7 +142,7 @@ func (s *server) timeline(r *http.Request) (any, error) {
 
 // layout places each run as a bar in its lane's row.
 func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lane, total lease.Count) *Timeline {
-	tl := &Timeline{From: from, To: to, Range: name, Total: total, Shown: len(runs)}
+	tl := &Timeline{From: from, To: to, Range: name, Total: total, Shown: len(runs), Lanes: []TimelineRow{}}
 	span := to.Sub(from)
 	x := func(t time.Time) float64 {
 		f := float64(t.Sub(from)) / float64(span)
@@ -150,7 +150,7 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 	}
 	rows := map[string]*TimelineRow{}
 	for _, l := range lanes {
-		rows[l.Name] = &TimelineRow{Lane: l.Name}
+		rows[l.Name] = &TimelineRow{Lane: l.Name, Bars: []Bar{}}
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].StartedAt.Before(runs[j].StartedAt) })
 	for _, run := range runs {
@@ -228,7 +228,7 @@ type Throughput struct {
 	Range   string           `json:"range"`
 	Bucket  float64          `json:"bucket_seconds"`
 	Per     string           `json:"-"` // the bucket in words: "minute", "5 minutes"
-	Buckets []lease.Bucket   `json:"buckets"`
+	Buckets []BucketRow      `json:"buckets"`
 	Chart   chartData        `json:"-"`
 	Totals  map[string]int64 `json:"totals"`
 	// WaitSample: the wait percentiles come from 1 in WaitSample runs.
@@ -261,12 +261,14 @@ func (s *server) throughput(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	tp := &Throughput{From: from, To: to, Range: name, Bucket: rg.bucket.Seconds(), Per: rg.per, Buckets: bs, Totals: map[string]int64{}}
+	tp := &Throughput{From: from, To: to, Range: name, Bucket: rg.bucket.Seconds(), Per: rg.per, Totals: map[string]int64{}}
 	c := chartData{Bucket: rg.per, Finished: make([][]int64, len(outcomes)), Wait: make([][]float64, 3)}
 	for _, o := range outcomes {
 		c.Outcomes = append(c.Outcomes, string(o))
 	}
 	for _, b := range bs {
+		tp.Buckets = append(tp.Buckets, BucketRow{At: b.At, Finished: b.Finished, Started: b.Started,
+			WaitP50: b.WaitP50, WaitP90: b.WaitP90, WaitP99: b.WaitP99})
 		c.Times = append(c.Times, b.At.Unix())
 		for i, o := range outcomes {
 			c.Finished[i] = append(c.Finished[i], b.Finished[o])

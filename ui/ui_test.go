@@ -402,3 +402,52 @@ func TestUI_Metrics(t *testing.T) {
 		t.Errorf("GET /metrics: status %d:\n%.2000s", code, body)
 	}
 }
+
+// Ensure a running attempt's output is read from its log file on this host
+// and follows as the file grows, pushed over the task page's stream.
+func TestUI_OutputFollows(t *testing.T) {
+	p, _ := MustProvider(t)
+	id := MustEnqueueJSON(t, p, "out", `{}`)
+	l, err := p.Claim(context.Background(), lease.ClaimParams{Lanes: []string{"out"}, Owner: "here"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := func(stateDir string, runID int64) string { return filepath.Join(stateDir, fmt.Sprintf("%d.log", runID)) }
+	if err := os.WriteFile(logPath(dir, l.RunID), []byte("first line "+evil+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	base := MustServer(t, p, ui.Options{LogPath: logPath, Hostname: host, Daemons: func(context.Context) ([]ui.Daemon, error) {
+		return []ui.Daemon{{Name: "here", Host: host, StateDir: dir}}, nil
+	}})
+	_, body := MustGet(t, base, fmt.Sprintf("/tasks/%d", id))
+	if !strings.Contains(body, "first line &lt;script&gt;") || !strings.Contains(body, "log file, following") {
+		t.Fatalf("task page does not show the log file's output, escaped:\n%s", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/tasks/%d", base, id), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && sc.Text() != "" {
+	}
+	f, err := os.OpenFile(logPath(dir, l.RunID), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("second line\n")
+	f.Close()
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "second line") {
+			return
+		}
+	}
+	t.Fatalf("the appended output never reached the stream: %v", sc.Err())
+}

@@ -102,6 +102,12 @@ type StateDirStatus struct {
 type DatabaseStatus struct {
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
+	// ServerChangedAt is when a new connection last found another server
+	// or database than before (a restart, a failover, a restored copy),
+	// and ClaimsHeldUntil when the daemon claims again after it; both
+	// absent when the server never changed.
+	ServerChangedAt time.Time `json:"server_changed_at,omitzero"`
+	ClaimsHeldUntil time.Time `json:"claims_held_until,omitzero"`
 }
 
 // AgentStatus describes one configured agent. NextTick is absent when the

@@ -81,6 +81,11 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	lanes, err := d.queue.Lanes(ctx)
 	d.setDBError(err)
 	s.Database.Reachable = err == nil
+	if w, ok := d.queue.(serverWatcher); ok {
+		if at := w.ServerChangedAt(); !at.IsZero() {
+			s.Database.ServerChangedAt, s.Database.ClaimsHeldUntil = at, at.Add(d.claimHold())
+		}
+	}
 	if err != nil {
 		s.Database.Error = err.Error()
 	}

@@ -273,6 +273,9 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 		if !strings.Contains(log, "the database server changed under qd") {
 			t.Errorf("daemon %s did not notice the change of server", d.Name)
 		}
+		if db := d.Status(t).Database; db.ServerChangedAt.IsZero() || !db.ClaimsHeldUntil.After(db.ServerChangedAt) {
+			t.Errorf("qd status of %s does not show the change of server: %+v", d.Name, db)
+		}
 		killed += strings.Count(log, "lease lost; killed the child's group")
 	}
 	r.scalar(&givenBack, `SELECT count(*) FROM {s}.runs WHERE summary LIKE 'given back unstarted: the database server changed%'`)

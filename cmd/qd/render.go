@@ -37,6 +37,12 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 			db += ": " + s.Database.Error
 		}
 	}
+	if at := s.Database.ServerChangedAt; !at.IsZero() {
+		db += fmt.Sprintf("; SERVER CHANGED %s (%s)", at.Format(time.RFC3339), relative(at, now))
+		if held := s.Database.ClaimsHeldUntil; held.After(now) {
+			db += ", claims wait until " + held.Format(time.RFC3339)
+		}
+	}
 	fmt.Fprintf(w, "database:\t%s\n", db)
 	if s.ConfigError != "" {
 		fmt.Fprintf(w, "config:\tlast reload failed, old config in force: %s\n", s.ConfigError)

@@ -423,11 +423,20 @@ func (g *runCgroup) spawnOnce(cmd *exec.Cmd) (*exec.Cmd, error) {
 	return again, g.place(again)
 }
 
-// place moves the started child into g; on failure it kills and reaps it.
+// place moves the started child into g, then what it started before it
+// was moved and that is still in its process group; on failure it kills
+// and reaps the child.
 func (g *runCgroup) place(cmd *exec.Cmd) error {
 	pid := cmd.Process.Pid
-	err := writeFile(filepath.Join(g.path, "cgroup.procs"), strconv.Itoa(pid))
+	procs := filepath.Join(g.path, "cgroup.procs")
+	err := writeFile(procs, strconv.Itoa(pid))
 	if err == nil {
+		members, _ := groupProcs(pid)
+		for _, m := range members {
+			if m.pid != pid {
+				_ = writeFile(procs, strconv.Itoa(m.pid))
+			}
+		}
 		return nil
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)

@@ -436,3 +436,22 @@ func TestCgroup_DelegatedParent(t *testing.T) {
 		t.Errorf("cgroups left after the stop: %v", ents)
 	}
 }
+
+func TestCgroup_MovedInWithWhatItStarted(t *testing.T) {
+	// Ensure that where the child is moved into its cgroup after it
+	// started (clone3 refused), what it started at once, still in its
+	// process group, is moved in with it.
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	h.s.cg.noClone.Store(true)
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	grand := MustScript(t, "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 300")
+	l := h.start(grand+" </dev/null >/dev/null 2>&1 &\nsleep 300", "{}", Spec{KillGrace: time.Second})
+	pid := MustReadPID(t, pidFile)
+	if got, want := cgroupOf(t, pid), fmt.Sprintf("/run-%d", l.RunID); !strings.HasSuffix(got, want) {
+		t.Errorf("grandchild in cgroup %s, want its run's (%s)", got, want)
+	}
+	h.s.CancelTask(l.TaskID)
+	h.waitRun(l.RunID)
+	MustDie(t, pid, "grandchild")
+}

@@ -104,7 +104,7 @@ case "$payload" in *fail*) echo "tests failed" >&2; exit 1;; esac
 echo "ok"
 `)
 	deploy := testkit.MustScript(t, dir, "deploy.sh", "read -r payload\necho \"deploying $payload\"\nsleep 1\n")
-	long := testkit.MustScript(t, dir, "report.sh", "echo 'collecting'\nsleep 60\n")
+	long := testkit.MustScript(t, dir, "report.sh", "echo 'collecting'\nsleep 300\n")
 	addr := freePort(t)
 	testkit.StartDaemon(t, qd, db, "ci-1", fmt.Sprintf(`
 agent "build" {

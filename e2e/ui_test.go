@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,9 +105,9 @@ case "$payload" in *fail*) echo "tests failed" >&2; exit 1;; esac
 echo "ok"
 `)
 	deploy := testkit.MustScript(t, dir, "deploy.sh", "read -r payload\necho \"deploying $payload\"\nsleep 1\n")
-	long := testkit.MustScript(t, dir, "report.sh", "echo 'collecting'\nsleep 300\n")
+	long := testkit.MustScript(t, dir, "report.sh", "echo 'collecting'\nexec sleep 300\n")
 	addr := freePort(t)
-	testkit.StartDaemon(t, qd, db, "ci-1", fmt.Sprintf(`
+	daemon := testkit.StartDaemon(t, qd, db, "ci-1", fmt.Sprintf(`
 agent "build" {
   command  = [%q]
   schedule = "@every 1s"
@@ -135,6 +136,10 @@ lane "build" {
 ui {
   listen = %q
 }`, build, deploy, long, addr), testkit.DaemonOptions{})
+	t.Cleanup(func() { // a drain stops the long run's process group
+		daemon.Signal(syscall.SIGTERM)
+		daemon.Wait(t, 40*time.Second)
+	})
 	base := "http://" + addr
 	for i := range 14 {
 		payload := fmt.Sprintf(`{"commit":"%07x"}`, 0xa1b2c3+i*4099)

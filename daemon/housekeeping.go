@@ -39,8 +39,27 @@ func (d *daemon) housekeeping(ctx context.Context) {
 }
 
 // abandonEarlier abandons the runs of the earlier incarnations, then
-// forgets them.
+// forgets them. A state directory with no record of incarnations cannot
+// prove any earlier daemon of this name gone: their runs still marked
+// running are left to their leases, and said so.
 func (d *daemon) abandonEarlier(ctx context.Context) error {
+	if d.inc.fresh {
+		runs, err := d.queue.Runs(ctx, lease.RunFilter{State: lease.RunRunning, Owner: d.config().Name})
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for _, r := range runs {
+			if r.Instance != d.instance {
+				ids = append(ids, r.ID)
+			}
+		}
+		if len(ids) > 0 {
+			d.logger.Warn("the state directory holds no record of earlier incarnations (new, or deleted while no daemon ran), yet runs of this supervisor's name are running under other instances: they cannot be proved gone and are left to their leases",
+				"runs", ids, "state_dir", d.config().StateDir)
+		}
+		d.inc.fresh = false
+	}
 	for name, instances := range d.inc.byName() {
 		ids, err := d.queue.AbandonOwner(ctx, name, instances, "supervisor restarted")
 		if err != nil {

@@ -28,6 +28,9 @@ type incarnation struct {
 	lock    *os.File
 	self    earlier
 	earlier []earlier // written by daemons of this state directory that are gone
+	// fresh says the state directory held no record of incarnations: it is
+	// new, or was deleted or replaced while no daemon ran.
+	fresh bool
 }
 
 // earlier is a gone daemon's name and instance.
@@ -48,6 +51,8 @@ func beginIncarnation(stateDir, name, instance string) (*incarnation, error) {
 		return nil, err
 	}
 	inc.lock = f
+	_, statErr := os.Stat(filepath.Join(stateDir, incarnationsName))
+	inc.fresh = errors.Is(statErr, os.ErrNotExist)
 	inc.earlier, err = readIncarnations(filepath.Join(stateDir, incarnationsName))
 	if err == nil {
 		err = inc.write(append(slices.Clip(inc.earlier), inc.self))

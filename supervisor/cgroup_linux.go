@@ -551,35 +551,23 @@ func (g *runCgroup) remove() {
 // returns how many still held processes.
 func (t *cgroupTree) killLeftovers() int {
 	killed := 0
-	for _, group := range []string{filepath.Dir(t.dir)} {
-		ents, err := os.ReadDir(group)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			if !e.IsDir() || !deadMaker(e.Name()) {
-				continue
-			}
-			dir := filepath.Join(group, e.Name())
-			runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
-			for _, r := range runs {
-				full, _ := populated(r)
-				if full {
-					_ = killCgroup(r)
-					if waitEmpty(r) {
-						t.log.Warn("killed leftover processes in the cgroup of an earlier incarnation's run", "cgroup", r)
-					} else {
-						t.log.Error("leftover processes in the cgroup of an earlier incarnation's run did not die", "cgroup", r)
-					}
-					killed++
+	for _, dir := range t.deadDirs() {
+		runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
+		for _, r := range runs {
+			if full, _ := populated(r); full {
+				_ = killCgroup(r)
+				if waitEmpty(r) {
+					t.log.Warn("killed leftover processes in the cgroup of an earlier incarnation's run", "cgroup", r)
+				} else {
+					t.log.Error("leftover processes in the cgroup of an earlier incarnation's run did not die", "cgroup", r)
 				}
-				if err := unix.Rmdir(r); err != nil && !errors.Is(err, unix.ENOENT) {
-					t.log.Warn("remove leftover cgroup", "cgroup", r, "error", err)
-				}
+				killed++
 			}
-			_ = unix.Rmdir(dir)
+			if err := unix.Rmdir(r); err != nil && !errors.Is(err, unix.ENOENT) {
+				t.log.Warn("remove leftover cgroup", "cgroup", r, "error", err)
+			}
 		}
-		_ = unix.Rmdir(group) // when no daemon of that name is left
+		_ = unix.Rmdir(dir)
 	}
 	return killed
 }
@@ -588,19 +576,27 @@ func (t *cgroupTree) killLeftovers() int {
 // process (a cgroup with one cannot be removed): those of a daemon that
 // exited without removing them. KillOrphans deals with the others.
 func (t *cgroupTree) sweepEmpty() {
-	group := filepath.Dir(t.dir)
-	ents, _ := os.ReadDir(group)
-	for _, e := range ents {
-		if !e.IsDir() || !deadMaker(e.Name()) {
-			continue
-		}
-		dir := filepath.Join(group, e.Name())
+	for _, dir := range t.deadDirs() {
 		runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
 		for _, r := range runs {
 			_ = unix.Rmdir(r)
 		}
 		_ = unix.Rmdir(dir)
 	}
+}
+
+// deadDirs lists the supervisor directories beside this one whose daemon
+// is gone.
+func (t *cgroupTree) deadDirs() []string {
+	group := filepath.Dir(t.dir)
+	ents, _ := os.ReadDir(group)
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && deadMaker(e.Name()) {
+			out = append(out, filepath.Join(group, e.Name()))
+		}
+	}
+	return out
 }
 
 // deadMaker reports whether name is a supervisor's directory (PID.START.N)

@@ -413,7 +413,9 @@ func TestUI_OutputFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	logPath := func(stateDir string, runID int64) string { return filepath.Join(stateDir, fmt.Sprintf("%d.log", runID)) }
+	logPath := func(stateDir string, runID int64) string {
+		return filepath.Join(stateDir, fmt.Sprintf("%d.log", runID))
+	}
 	if err := os.WriteFile(logPath(dir, l.RunID), []byte("first line "+evil+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

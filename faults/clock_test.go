@@ -34,7 +34,7 @@ func TestClock_JumpingDaemonClock(t *testing.T) {
 	}
 	// Runs longer than the lease: their leases are renewed across jumps.
 	for i := range 2 {
-		ids = append(ids, r.enqueue(fmt.Sprintf("cklong%d", i), "w", `{"mode":"sleep","ms":9000}`, 3))
+		ids = append(ids, r.enqueue(fmt.Sprintf("cklong%d", i), "w", `{"mode":"sleep","ms":7000}`, 3))
 	}
 	skew := filepath.Join(r.dir, "skew")
 	setSkew := func(d string) {
@@ -77,7 +77,7 @@ func TestClock_JumpingDaemonClock(t *testing.T) {
 	})
 	var worst time.Duration
 	for _, j := range jumps {
-		time.Sleep(time.Second)
+		time.Sleep(800 * time.Millisecond)
 		setSkew(j.skew)
 		fig.fault("clock-jump", 1)
 		time.Sleep(1100 * time.Millisecond) // a tick of the old schedule, then the clock seen

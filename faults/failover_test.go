@@ -184,13 +184,13 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 	qdURL := r.viaURL(sw.Addr())
 
 	marker := 0
-	enqueue := func(prov *pg.Provider, lane, payload string) receipt {
+	enqueue := func(prov *pg.Provider, lane, payload string, priority ...int) receipt {
 		t.Helper()
 		marker++
 		m := fmt.Sprintf("fo-%d", marker)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		id, _, err := prov.Enqueue(ctx, lease.EnqueueParams{Lane: lane, Agent: "w", MaxAttempts: 5,
+		id, _, err := prov.Enqueue(ctx, lease.EnqueueParams{Lane: lane, Agent: "w", MaxAttempts: 5, Priority: append(priority, 0)[0],
 			Payload: []byte(strings.Replace(payload, "}", `,"marker":"`+m+`"}`, 1))})
 		if err != nil {
 			t.Fatalf("enqueue: %v", err)
@@ -198,8 +198,8 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 		return receipt{id, m}
 	}
 	var before, after, later []receipt
-	for i := range 16 {
-		before = append(before, enqueue(r.prov, fmt.Sprintf("fo%d", i%4), `{"mode":"sleep","ms":1500}`))
+	for i := range 12 {
+		before = append(before, enqueue(r.prov, fmt.Sprintf("fo%d", i%4), `{"mode":"sleep","ms":1200}`))
 	}
 	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "4s", heartbeat: "1s"})
 	daemons := []*testkit.Daemon{
@@ -222,6 +222,12 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 	for i := range 4 {
 		after = append(after, enqueue(r.prov, fmt.Sprintf("fo%d", i), `{"mode":"sleep","ms":500}`))
 	}
+	// Two that still run at the switch, next in their lanes: their runs,
+	// like their tasks, are unknown to the copy, which has other tasks
+	// queued in those lanes.
+	for i := range 2 {
+		after = append(after, enqueue(r.prov, fmt.Sprintf("fo%d", i), `{"mode":"sleep","ms":6000}`, -1))
+	}
 	copyDB := "qdfo_" + r.schema
 	r.exec(`DROP DATABASE IF EXISTS ` + copyDB)
 	r.exec(`CREATE DATABASE ` + copyDB)
@@ -242,6 +248,9 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 	time.Sleep(time.Until(taken.Add(3 * time.Second)))
 	var ranAfter int
 	r.scalar(&ranAfter, `SELECT count(*) FROM {s}.runs WHERE started_at > $1`, taken)
+	var lostRuns []int64
+	var lostRun int64
+	r.eachRow(`SELECT id FROM {s}.runs WHERE started_at > '`+taken.Format(time.RFC3339Nano)+`'`, func() { lostRuns = append(lostRuns, lostRun) }, &lostRun)
 	sw.Switch(copyDB)
 	switched := time.Now()
 	fig.fault("failover-to-restored-copy", 1)
@@ -280,6 +289,15 @@ func TestFailover_RestoredCopyBehind(t *testing.T) {
 	}
 	r.scalar(&givenBack, `SELECT count(*) FROM {s}.runs WHERE summary LIKE 'given back unstarted: the database server changed%'`)
 	t.Logf("after the switch: %d children killed as their runs were lost, %d claimed runs given back during the wait", killed, givenBack)
+	var reissued int
+	r.scalar(&reissued, `SELECT count(*) FROM {s}.runs WHERE id = ANY($1)`, lostRuns)
+	t.Logf("%d of the %d run ids the old server gave out after the copy was taken were given out again by the copy", reissued, len(lostRuns))
+	if killed == 0 {
+		t.Errorf("no child was killed after the switch, though two ran tasks the copy does not know")
+	}
+	if reissued == 0 {
+		t.Errorf("the copy gave out none of the lost runs' ids again: the scenario did not test fencing across reissued ids")
+	}
 
 	// The copy's tasks are by their receipts: those enqueued after T are
 	// not in it (their ids may name other tasks now).

@@ -20,8 +20,8 @@ func TestStateDir_DeletedUnderRunningDaemon(t *testing.T) {
 	r := newRig(t)
 	body := r.agentHCL(agentConf{name: "w", parallel: 3, lease: "5s", heartbeat: "1s"})
 	ids := []int64{
-		r.enqueue("sd1", "w", `{"mode":"sleep","ms":3000}`, 3),
-		r.enqueue("sd2", "w", `{"mode":"sleep","ms":3000}`, 3),
+		r.enqueue("sd1", "w", `{"mode":"sleep","ms":2000}`, 3),
+		r.enqueue("sd2", "w", `{"mode":"sleep","ms":2000}`, 3),
 	}
 	a := r.daemon("statedir", body, testkit.DaemonOptions{})
 	for _, id := range ids {

@@ -68,6 +68,58 @@ func (b *runner) idle(ctx context.Context) error {
 		return err
 	}
 	b.idleFigures(idle, rss)
+	return b.idleAnyLane(ctx, prog)
+}
+
+// idleLaneCounts are the numbers of lanes the idle any-lane daemon is
+// measured over; the first is the reference.
+var idleLaneCounts = []int{idleAgents, 1_000}
+
+// idleAnyLane measures an idle daemon whose 50 agents name no lanes, over
+// 50 and then 1,000 lanes: its cost per tick should not grow with the
+// lanes.
+func (b *runner) idleAnyLane(ctx context.Context, prog string) error {
+	var agents strings.Builder
+	for i := range idleAgents {
+		fmt.Fprintf(&agents, "agent \"idle-%02d\" {\n  command  = [%q]\n  schedule = \"@every 1s\"\n}\n", i, prog)
+	}
+	sec := b.r.Section("idle", "Idle cost of a daemon")
+	var xacts, us Figure
+	for i, n := range idleLaneCounts {
+		lanes := make([]string, n)
+		for k := range lanes {
+			lanes[k] = fmt.Sprintf("a%04d", k)
+		}
+		db, err := b.createDatabase(ctx, fmt.Sprintf("idleany%d", n), lanes, 1)
+		if err != nil {
+			return err
+		}
+		db.queue.Close()
+		db.queue = nil
+		d, err := b.startDaemon(ctx, db.url(daemonApp), fmt.Sprintf("qd-bench-%s-idleany%d", b.id, n), agents.String())
+		if err != nil {
+			db.drop(ctx, b)
+			return err
+		}
+		r, err := b.idleCost(ctx, db, d)
+		d.stop(b)
+		db.drop(ctx, b)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("%d any-lane agents over %s lanes", idleAgents, groupThousands(int64(n)))
+		ticks := float64(idleAgents) * r.Wall.Seconds()
+		x := sec.Add(name, "transactions_per_agent_tick", float64(r.Xacts)/ticks, "xacts")
+		u := sec.Add(name, "postgres_us_per_agent_tick", float64(r.Postgres.Microseconds())/ticks, "µs")
+		if i == 0 {
+			xacts, us = *x, *u
+			continue
+		}
+		x.Against(xacts).Want("<=", 1.05)
+		if us.Value > 0 { // CPU counts in 10 ms steps: a short span may see none
+			u.Against(us).Want("<=", 1.2)
+		}
+	}
 	return nil
 }
 

@@ -167,15 +167,26 @@ func (s *Supervisor) launch(c *child) error {
 	return nil
 }
 
+// smallPayload is the most a payload may hold to be written at once into
+// the child's empty stdin pipe (PIPE_BUF: one page, which every pipe holds).
+const smallPayload = 4096
+
 // pump feeds the payload and reads the output, each from its own goroutine,
 // so a child that never reads stdin blocks nothing.
 func (s *Supervisor) pump(c *child) {
-	go func() {
+	feed := func() {
 		if _, err := c.stdin.Write(c.l.Payload); err != nil && !errors.Is(err, os.ErrClosed) && !errors.Is(err, syscall.EPIPE) {
 			c.log.Warn("write payload", "error", err)
 		}
 		c.stdin.Close()
-	}()
+	}
+	if len(c.l.Payload) <= smallPayload {
+		// A new pipe takes this much without waiting for the child to
+		// read: no goroutine needed.
+		feed()
+	} else {
+		go feed()
+	}
 	done := make(chan struct{}, 2)
 	for i, p := range c.pipes {
 		go func() {

@@ -22,8 +22,8 @@ func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
 // procStat reads the process group (field 5) and start time in clock ticks
 // since boot (field 22) of pid from /proc. ok is false when pid is gone.
 func procStat(pid int) (pgrp int, start uint64, zombie, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	b, ok := readProcStat(pid)
+	if !ok {
 		return 0, 0, false, false
 	}
 	// The command name (field 2) may hold spaces and parentheses.
@@ -41,6 +41,36 @@ func procStat(pid int) (pgrp int, start uint64, zombie, ok bool) {
 		return 0, 0, false, false
 	}
 	return pgrp, start, string(f[0]) == "Z", true
+}
+
+// readProcStat reads /proc/<pid>/stat with plain system calls: it is read
+// for every child started, and os.ReadFile would also stat the file and
+// offer its descriptor to the poller, which refuses it.
+func readProcStat(pid int) ([]byte, bool) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	// One line well under 1 KiB (the command name is at most 64 bytes);
+	// read until EOF all the same.
+	buf := make([]byte, 0, 1024)
+	for {
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if n == 0 {
+			return buf, true
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, 1024)...)[:len(buf)]
+		}
+	}
 }
 
 // procStart returns the start time of a live pid.

@@ -2,30 +2,17 @@ package metrics
 
 import (
 	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// buildVersion is version when set, else the module version the build
-// recorded, else "devel" with the VCS revision when there is one.
+// buildVersion is the version the caller gives (qd's own, from cmd/qd),
+// "unknown" when it gives none.
 func buildVersion(version string) string {
-	if version != "" {
-		return version
+	if version == "" {
+		return "unknown"
 	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "devel-" + s.Value[:12]
-		}
-	}
-	return "devel"
+	return version
 }
 
 // newRegistry is a private registry with the Go and process collectors and

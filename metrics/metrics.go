@@ -13,8 +13,7 @@ import (
 
 // Options configures a daemon's Metrics.
 type Options struct {
-	// Version is qd's version for qd_build_info (empty: the one the build
-	// recorded).
+	// Version is qd's version for qd_build_info (empty: "unknown").
 	Version string
 	// Queue is read at each scrape for the lane gauges; nil leaves them out.
 	Queue lease.Provider

@@ -65,7 +65,7 @@ func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*da
 	p.cmd = exec.Command(bin, "run", "--config", confPath)
 	p.cmd.Env = daemonEnv(dbURL)
 	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = daemonAttr()
 	if err := p.cmd.Start(); err != nil {
 		p.logFile.Close()
 		os.RemoveAll(dir)

@@ -5,6 +5,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qd-run/qd/lease"
@@ -78,10 +80,21 @@ func NewSchema(base string, extra url.Values) (u, schema string, drop func() err
 			return fmt.Errorf("drop schema %s: %w", schema, err)
 		}
 		defer pool.Close()
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			return fmt.Errorf("drop schema %s: %w", schema, err)
+		// A session the test left behind (a killed daemon's backend still
+		// finishing its transaction) may take the schema's locks in
+		// another order than DROP does; the deadlock that follows is
+		// resolved by trying again once that session is done.
+		for try := 1; ; try++ {
+			_, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			var pgErr *pgconn.PgError
+			if err == nil {
+				return nil
+			}
+			if !errors.As(err, &pgErr) || pgErr.Code != "40P01" || try == 5 {
+				return fmt.Errorf("drop schema %s: %w", schema, err)
+			}
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
 		}
-		return nil
 	}
 	return parsed.String(), schema, drop, nil
 }

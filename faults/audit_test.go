@@ -19,8 +19,10 @@ type span struct {
 	ended       bool // the agent wrote its end and spawned nothing
 	spawned     bool
 	// settled is when the run's own supervisor settled it, which it does
-	// only once the child has exited and its group was killed; zero when
-	// the run was reaped or abandoned by someone else, or is unsettled.
+	// only once the child has exited and its group was killed, or, where
+	// runs are in cgroups, when its restarted supervisor abandoned it
+	// after killing its cgroup; zero when the run was reaped or abandoned
+	// by someone else, or is unsettled.
 	settled time.Time
 }
 
@@ -75,9 +77,12 @@ func (r *rig) spans() []*span {
 	}, &task, &run, &pid, &lane, &ev, &at)
 	var id int64
 	var finished time.Time
+	restarted := "AND coalesce(summary, '') <> 'supervisor restarted'"
+	if r.restartKills {
+		restarted = ""
+	}
 	r.eachRow(`SELECT id, finished_at FROM {s}.runs
-		WHERE finished_at IS NOT NULL AND coalesce(summary, '') NOT LIKE 'lease expired%'
-		  AND coalesce(summary, '') <> 'supervisor restarted'`, func() {
+		WHERE finished_at IS NOT NULL AND coalesce(summary, '') NOT LIKE 'lease expired%' `+restarted, func() {
 		if s := byRun[id]; s != nil {
 			s.settled = finished
 		}

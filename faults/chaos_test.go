@@ -62,6 +62,7 @@ func TestChaos_Randomised(t *testing.T) {
 		nodes[i] = n
 	}
 	setsid = nodes[0].d.Status(t).Containment.Kind == "cgroup"
+	r.restartKills = setsid
 	t.Logf("setsid grandchildren in the mix: %v", setsid)
 	stopAt := time.Now().Add(span)
 	for time.Now().Before(stopAt) || left > 0 {

@@ -29,6 +29,11 @@ type rig struct {
 	prov   *pg.Provider
 	agent  string
 	dir    string
+	// restartKills says the daemons' runs are in cgroups, so a restarted
+	// daemon kills what an earlier incarnation's runs left (and waits for
+	// the cgroup to empty) before it abandons them: such a run's processes
+	// lived no later than its abandonment.
+	restartKills bool
 }
 
 func newRig(t *testing.T) *rig {

@@ -24,6 +24,7 @@ func TestStateDir_DeletedUnderRunningDaemon(t *testing.T) {
 		r.enqueue("sd2", "w", `{"mode":"sleep","ms":2000}`, 3),
 	}
 	a := r.daemon("statedir", body, testkit.DaemonOptions{})
+	r.restartKills = a.Status(t).Containment.Kind == "cgroup"
 	for _, id := range ids {
 		r.waitEvent("start", id, 20*time.Second)
 	}

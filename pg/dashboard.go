@@ -268,6 +268,18 @@ func (p *Provider) LiveRuns(ctx context.Context) ([]lease.Run, error) {
 const spanColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.state, r.started_at, r.finished_at,
 	coalesce(r.summary, ''), r.exit_code, coalesce(r.signal, '')`
 
+// scanSpan reads a row of spanColumns.
+func scanSpan(row pgx.CollectableRow) (lease.Run, error) {
+	var r lease.Run
+	var finished *time.Time
+	err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.State, &r.StartedAt, &finished,
+		&r.Summary, &r.ExitCode, &r.Signal)
+	if finished != nil {
+		r.FinishedAt = *finished
+	}
+	return r, err
+}
+
 // RunsBetween lists the runs that overlap [from, to): at most limit of
 // those that started in it (the latest), those that started before and
 // ended in it or still run. It also counts the runs that started in it.
@@ -284,16 +296,7 @@ func (p *Provider) RunsBetween(ctx context.Context, from, to time.Time, limit in
 	if err != nil {
 		return nil, lease.Count{}, fmt.Errorf("list runs between %s and %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), mapErr(err))
 	}
-	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.Run, error) {
-		var r lease.Run
-		var finished *time.Time
-		err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.State, &r.StartedAt, &finished,
-			&r.Summary, &r.ExitCode, &r.Signal)
-		if finished != nil {
-			r.FinishedAt = *finished
-		}
-		return r, err
-	})
+	rs, err := pgx.CollectRows(rows, scanSpan)
 	if err != nil {
 		return nil, lease.Count{}, fmt.Errorf("list runs between: %w", mapErr(err))
 	}
@@ -419,16 +422,7 @@ func (p *Provider) LastOutcomes(ctx context.Context, agents []string) ([]lease.R
 	if err != nil {
 		return nil, fmt.Errorf("read last outcomes: %w", mapErr(err))
 	}
-	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease.Run, error) {
-		var r lease.Run
-		var finished *time.Time
-		err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.State, &r.StartedAt, &finished,
-			&r.Summary, &r.ExitCode, &r.Signal)
-		if finished != nil {
-			r.FinishedAt = *finished
-		}
-		return r, err
-	})
+	rs, err := pgx.CollectRows(rows, scanSpan)
 	if err != nil {
 		return nil, fmt.Errorf("read last outcomes: %w", mapErr(err))
 	}

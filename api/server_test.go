@@ -81,8 +81,6 @@ func fixedSnapshot(name string) fakeDaemon {
 	}}
 }
 
-func snapshotFunc(f func(ctx context.Context) Snapshot) fakeDaemon { return fakeDaemon{status: f} }
-
 // MustListen listens at path and serves until the test ends, then checks
 // that Serve returned nil.
 func MustListen(tb testing.TB, path string, snap Daemon) *Server {

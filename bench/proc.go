@@ -101,12 +101,6 @@ func cpuDelta(before, after map[int]time.Duration) time.Duration {
 	return d
 }
 
-// haveProc reports whether this system has a Linux-style /proc.
-func haveProc() bool {
-	_, err := os.Stat("/proc/self/stat")
-	return err == nil
-}
-
 // machineCPU is the busy and idle time of all the machine's CPUs, from the
 // first line of /proc/stat.
 type machineCPU struct {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/qd-run/qd/internal/config"
 )
@@ -29,7 +30,8 @@ func (d *daemon) reload() {
 		d.reloadErr = err.Error()
 		d.mu.Unlock()
 		d.metrics.Reloaded(false)
-		_ = d.notify.Status("reload failed: " + firstLine(err.Error()))
+		line, _, _ := strings.Cut(err.Error(), "\n")
+		_ = d.notify.Status("reload failed: " + line)
 		return
 	}
 	for _, k := range restartOnly(old, conf) {
@@ -71,15 +73,6 @@ func restartOnly(old, conf *config.Config) []string {
 func sameUI(a, b config.UI) bool {
 	a.DeclRange = b.DeclRange
 	return reflect.DeepEqual(a, b)
-}
-
-func firstLine(s string) string {
-	for i := range len(s) {
-		if s[i] == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // logWarnings logs what the config holds that is valid but likely a

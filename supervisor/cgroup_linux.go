@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,13 +26,21 @@ import (
 // NAME is the daemon's name, Config.Owner):
 //
 //	P/qd-daemon                  the daemon itself, when P is its own cgroup
-//	P/qd-NAME/PID.START.N        one supervisor: its daemon's pid and start
-//	P/qd-NAME/PID.START.N/run-ID one run
+//	P/qd-NAME/PID.START.N         one supervisor: its daemon's pid and start
+//	P/qd-NAME/PID.START.N/slot-K  the cgroup of one run at a time
 //
 // A supervisor's directory names the process that made it, so that a
 // later daemon of the same name tells the cgroups of a live daemon (its
 // own included) from those a dead one left: KillOrphans kills and removes
 // the latter.
+//
+// Making and removing a cgroup costs the kernel more than starting a
+// small child does, so a slot that its run left empty is kept and given
+// to a later run (cgroup v2 cannot rename a cgroup, hence the names of
+// slots, not runs). A slot is made afresh, and removed after its run, for
+// a run with limits, and wherever the memory controller is on: memory.max
+// would have to be undone, and the memory peak of a kept slot would be its
+// earlier runs' too.
 
 // limitCtls are the controllers qd enables for runs, where it may.
 var limitCtls = []string{"cpu", "memory"}
@@ -243,7 +252,15 @@ type cgroupTree struct {
 	reason  string   // why some are missing
 	noClone atomic.Bool
 	log     hclog.Logger
+
+	mu     sync.Mutex
+	idle   []*runCgroup // empty slots kept for the next runs
+	slots  int          // slots made, for the next slot's name
+	closed bool
 }
+
+// maxIdle bounds the empty slots a supervisor keeps.
+const maxIdle = 128
 
 var treeSeq atomic.Int64
 
@@ -325,32 +342,64 @@ func safeName(s string) string {
 	return s
 }
 
-// close removes the supervisor's directory, and the daemon's when no other
-// supervisor of the same name uses it; cgroups still populated stay.
+// close removes the supervisor's directory with its idle slots, and the
+// daemon's when no other supervisor of the same name uses it; cgroups
+// still populated stay.
 func (t *cgroupTree) close() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.closed = nil, true
+	t.mu.Unlock()
+	for _, g := range idle {
+		g.remove()
+	}
 	if err := unix.Rmdir(t.dir); err != nil && !errors.Is(err, unix.ENOENT) {
 		t.log.Warn("remove cgroup", "cgroup", t.dir, "error", err)
 	}
 	_ = unix.Rmdir(filepath.Dir(t.dir))
 }
 
-// runCgroup is the cgroup of one run.
+func (t *cgroupTree) idleSlots() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle)
+}
+
+// runCgroup is a slot: the cgroup of one run at a time.
 type runCgroup struct {
-	path string
-	fd   int // the open directory, for clone3; -1 once the child started
+	path   string
+	fd     int // the open directory, for clone3
+	events int // cgroup.events, read again with pread; -1 when not open
+	cpu    int // cpu.stat, likewise
+	// used is the slot's CPU time before its current run: cpu.stat counts
+	// every run the slot has held.
+	used time.Duration
+	// keep: the slot may go back to the idle ones after its run.
+	keep bool
 	tree *cgroupTree
 }
 
-// newRun creates the cgroup of run id, with lim applied.
+// newRun gives the run of agent a slot, with lim applied: an idle one
+// when lim is empty and slots are kept, else a new one.
 func (t *cgroupTree) newRun(agent string, id int64, lim Limits) (*runCgroup, error) {
 	if err := t.containment().Check(agent, lim); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(t.dir, "run-"+strconv.FormatInt(id, 10))
+	keep := lim == (Limits{}) && !slices.Contains(t.ctl, "memory")
+	t.mu.Lock()
+	if n := len(t.idle); keep && n > 0 {
+		g := t.idle[n-1]
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		return g, nil
+	}
+	t.slots++
+	path := filepath.Join(t.dir, "slot-"+strconv.Itoa(t.slots))
+	t.mu.Unlock()
 	if err := os.Mkdir(path, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create cgroup %s: %w", path, err)
 	}
-	g := &runCgroup{path: path, fd: -1, tree: t}
+	g := &runCgroup{path: path, fd: -1, events: -1, cpu: -1, keep: keep, tree: t}
 	var err error
 	if lim.MemoryMax > 0 {
 		err = writeFile(filepath.Join(path, "memory.max"), strconv.FormatInt(lim.MemoryMax, 10))
@@ -367,21 +416,14 @@ func (t *cgroupTree) newRun(agent string, id int64, lim Limits) (*runCgroup, err
 		g.remove()
 		return nil, fmt.Errorf("set up cgroup %s: %w", path, err)
 	}
-	return g, nil
-}
-
-// spawn starts cmd in g: created in it by clone3, so that it never runs a
-// moment outside, or where clone3 is refused (an older kernel, a seccomp
-// filter), started and then moved in. It returns the command that runs:
-// cmd, or a copy of it started again without clone3. The cgroup's
-// descriptor is closed once a child started, kept for another try if not.
-func (g *runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) {
-	cmd, err := g.spawnOnce(cmd)
-	if err == nil && g.fd >= 0 {
-		unix.Close(g.fd)
-		g.fd = -1
+	// Without these the slot still works, by path, and is not kept.
+	if g.events, err = unix.Openat(g.fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		g.events, g.keep = -1, false
 	}
-	return cmd, err
+	if g.cpu, err = unix.Openat(g.fd, "cpu.stat", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		g.cpu, g.keep = -1, false
+	}
+	return g, nil
 }
 
 // cloneRefusals are the errors by which clone3 refuses to start a child in
@@ -391,7 +433,11 @@ func (g *runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) {
 // some of them too: a try without clone3 tells.
 var cloneRefusals = []syscall.Errno{syscall.ENOSYS, syscall.EINVAL, syscall.EOPNOTSUPP, syscall.EPERM, syscall.EACCES, syscall.EBUSY}
 
-func (g *runCgroup) spawnOnce(cmd *exec.Cmd) (*exec.Cmd, error) {
+// spawn starts cmd in g: created in it by clone3, so that it never runs a
+// moment outside, or where clone3 is refused (an older kernel, a seccomp
+// filter), started and then moved in. It returns the command that runs:
+// cmd, or a copy of it started again without clone3.
+func (g *runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) {
 	if g.tree.noClone.Load() {
 		if err := spawn(cmd); err != nil {
 			return nil, err
@@ -473,7 +519,32 @@ func populated(path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return !bytes.Contains(b, []byte("populated 0")), nil
+	return eventsPopulated(b), nil
+}
+
+func eventsPopulated(b []byte) bool { return !bytes.Contains(b, []byte("populated 0")) }
+
+// full reports whether any process is still in g, read through its open
+// cgroup.events where it has one.
+func (g *runCgroup) full() (bool, error) {
+	if g.events < 0 {
+		return populated(g.path)
+	}
+	var buf [128]byte
+	n, err := unix.Pread(g.events, buf[:], 0)
+	if err != nil {
+		return false, fmt.Errorf("read %s/cgroup.events: %w", g.path, err)
+	}
+	return eventsPopulated(buf[:n]), nil
+}
+
+// killIfFull kills every process in g, if any is left: the usual end of a
+// run leaves none, and the check is cheaper than the kill.
+func (g *runCgroup) killIfFull() error {
+	if full, err := g.full(); err == nil && !full {
+		return nil
+	}
+	return g.kill()
 }
 
 // emptyWait bounds how long a killed cgroup may take to empty.
@@ -482,10 +553,14 @@ const emptyWait = 5 * time.Second
 // waitEmpty kills the cgroup at path until no process is left in it, or
 // emptyWait is over (a process stuck in the kernel): false then.
 func waitEmpty(path string) bool {
+	return waitEmptyBy(path, func() (bool, error) { return populated(path) })
+}
+
+func waitEmptyBy(path string, full func() (bool, error)) bool {
 	deadline := time.Now().Add(emptyWait)
 	pause := time.Millisecond
 	for {
-		full, err := populated(path)
+		full, err := full()
 		if err != nil || !full {
 			return err == nil || errors.Is(err, os.ErrNotExist)
 		}
@@ -498,27 +573,56 @@ func waitEmpty(path string) bool {
 	}
 }
 
-// end kills what is left in g, reads what it measured and removes it.
+// end kills what is left in g, reads what it measured and gives the slot
+// back: to the idle ones, or removed.
 func (g *runCgroup) end(log hclog.Logger) Usage {
-	if !waitEmpty(g.path) {
+	empty := waitEmptyBy(g.path, g.full)
+	if !empty {
 		log.Error("processes of the run's cgroup did not die; leaving the cgroup", "cgroup", g.path, "waited", emptyWait)
 	}
-	u := readUsage(g.path)
-	g.remove()
+	u := g.usage()
+	if u.CPU != nil {
+		total := *u.CPU
+		*u.CPU -= g.used
+		g.used = total
+	}
+	g.release(empty && u.CPU != nil)
 	return u
+}
+
+// usage reads g's CPU time (all runs it held) and memory peak.
+func (g *runCgroup) usage() Usage {
+	if g.cpu < 0 {
+		return readUsage(g.path)
+	}
+	var u Usage
+	var buf [512]byte
+	if n, err := unix.Pread(g.cpu, buf[:], 0); err == nil {
+		u.CPU = cpuUsage(buf[:n])
+	}
+	return u
+}
+
+// release gives g back after its run: kept for the next when it may be
+// and reusable says it can, removed otherwise.
+func (g *runCgroup) release(reusable bool) {
+	t := g.tree
+	if g.keep && reusable {
+		t.mu.Lock()
+		if !t.closed && len(t.idle) < maxIdle {
+			t.idle = append(t.idle, g)
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+	}
+	g.remove()
 }
 
 func readUsage(path string) Usage {
 	var u Usage
 	if b, err := os.ReadFile(filepath.Join(path, "cpu.stat")); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-					d := time.Duration(n) * time.Microsecond
-					u.CPU = &d
-				}
-			}
-		}
+		u.CPU = cpuUsage(b)
 	}
 	if b, err := os.ReadFile(filepath.Join(path, "memory.peak")); err == nil {
 		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
@@ -528,12 +632,27 @@ func readUsage(path string) Usage {
 	return u
 }
 
-// remove removes g, retrying while the kernel still counts its last
-// processes.
+// cpuUsage reads usage_usec from the text of a cpu.stat.
+func cpuUsage(b []byte) *time.Duration {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("usage_usec ")); ok {
+			if n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64); err == nil {
+				d := time.Duration(n) * time.Microsecond
+				return &d
+			}
+		}
+	}
+	return nil
+}
+
+// remove closes g's descriptors and removes it, retrying while the kernel
+// still counts its last processes.
 func (g *runCgroup) remove() {
-	if g.fd >= 0 {
-		unix.Close(g.fd)
-		g.fd = -1
+	for _, fd := range []*int{&g.fd, &g.events, &g.cpu} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
 	}
 	var err error
 	for range 20 {
@@ -552,8 +671,7 @@ func (g *runCgroup) remove() {
 func (t *cgroupTree) killLeftovers() int {
 	killed := 0
 	for _, dir := range t.deadDirs() {
-		runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
-		for _, r := range runs {
+		for _, r := range subdirs(dir) {
 			if full, _ := populated(r); full {
 				_ = killCgroup(r)
 				if waitEmpty(r) {
@@ -577,12 +695,23 @@ func (t *cgroupTree) killLeftovers() int {
 // exited without removing them. KillOrphans deals with the others.
 func (t *cgroupTree) sweepEmpty() {
 	for _, dir := range t.deadDirs() {
-		runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
-		for _, r := range runs {
+		for _, r := range subdirs(dir) {
 			_ = unix.Rmdir(r)
 		}
 		_ = unix.Rmdir(dir)
 	}
+}
+
+// subdirs lists the cgroups under dir: its slots.
+func subdirs(dir string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
 }
 
 // deadDirs lists the supervisor directories beside this one whose daemon

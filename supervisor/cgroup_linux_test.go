@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,11 +29,21 @@ func cgroupTestRole() (code int, ok bool) {
 		return runLeftoverDaemon(dir), true
 	}
 	if d, err := time.ParseDuration(os.Getenv(burnEnv)); err == nil {
+		if f := os.Getenv(pidEnv); f != "" {
+			if err := os.WriteFile(f+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil || os.Rename(f+".tmp", f) != nil {
+				return 1, true
+			}
+			// Stay until the test has read this process's cgroup.
+			time.Sleep(200 * time.Millisecond)
+		}
 		burnCPU(d)
 		return 0, true
 	}
 	return 0, false
 }
+
+// pidEnv makes the burning test binary write its pid to that file first.
+const pidEnv = "QD_SUPERVISOR_TEST_PID_FILE"
 
 // needCgroups skips the test where this process cannot give runs cgroups
 // (not root, no cgroup2), except under CI, where it must.
@@ -64,7 +75,8 @@ func escapeScript(t *testing.T, pidFile string, double bool) string {
 func TestCgroup_EscapedGrandchildDies(t *testing.T) {
 	// Ensure a grandchild that left its run's process group (setsid, and
 	// setsid after a double fork) dies with its run on a timeout, a cancel
-	// and the supervisor's stop, and that the run's cgroup is removed.
+	// and the supervisor's stop, that no cgroup of the supervisor holds a
+	// process after the run, and that the stop removes them all.
 	needCgroups(t)
 	for _, how := range []string{"timeout", "cancel", "stop"} {
 		for _, double := range []bool{false, true} {
@@ -105,9 +117,16 @@ func TestCgroup_EscapedGrandchildDies(t *testing.T) {
 					t.Error("run settled without its CPU time")
 				}
 				h.waitGone()
-				cg := filepath.Join(c.Path, fmt.Sprintf("run-%d", l.RunID))
-				if _, err := os.Stat(cg); !os.IsNotExist(err) {
-					t.Errorf("run's cgroup %s still there after the run (%v)", cg, err)
+				slots, _ := filepath.Glob(filepath.Join(c.Path, "slot-*"))
+				for _, g := range slots {
+					if full, err := populated(g); err != nil || full {
+						t.Errorf("cgroup %s after the run: populated %v (%v), want empty", g, full, err)
+					}
+				}
+				if how == "stop" {
+					if _, err := os.Stat(c.Path); !os.IsNotExist(err) {
+						t.Errorf("the supervisor's cgroups %s still there after its stop (%v)", c.Path, err)
+					}
 				}
 			})
 		}
@@ -139,6 +158,43 @@ func TestCgroup_CPUTime(t *testing.T) {
 	}
 	if r.MemoryPeak != nil && !hasController(h.s.Containment(), "memory") {
 		t.Errorf("memory peak %d reported without a memory controller", *r.MemoryPeak)
+	}
+}
+
+func TestCgroup_SlotReusedWithCPUTimeOfItsOwn(t *testing.T) {
+	// Ensure a run's cgroup, left empty, is given to the next run, and
+	// that each run still reports only its own CPU time: a run burning
+	// 400 ms, then one burning none in the same cgroup.
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	var cgroups []string
+	var cpu []time.Duration
+	for i, burn := range []time.Duration{400 * time.Millisecond, 0} {
+		l := h.claim("{}", time.Minute)
+		spec := Spec{Agent: "agent", Command: []string{os.Args[0]}, Lease: time.Minute,
+			Env: map[string]string{burnEnv: burn.String(), pidEnv: fmt.Sprintf("%s.%d", pidFile, i)}}
+		if err := h.s.Start(l, spec); err != nil {
+			t.Fatal(err)
+		}
+		pid := MustReadPID(t, fmt.Sprintf("%s.%d", pidFile, i))
+		cgroups = append(cgroups, cgroupOf(t, pid))
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCompleted || r.CPUTime == nil {
+			t.Fatalf("run %d: %s %q, CPU time %v", i, r.State, r.Summary, r.CPUTime)
+		}
+		cpu = append(cpu, *r.CPUTime)
+		h.waitGone()
+	}
+	t.Logf("cgroups %v, CPU %v", cgroups, cpu)
+	if cgroups[0] != cgroups[1] {
+		t.Errorf("second run in cgroup %s, want the first's %s again", cgroups[1], cgroups[0])
+	}
+	if cpu[0] < 400*time.Millisecond {
+		t.Errorf("burning run reports %s of CPU, want at least 400ms", cpu[0])
+	}
+	if cpu[1] > 200*time.Millisecond {
+		t.Errorf("idle run after it reports %s of CPU: the cgroup's earlier run was counted too", cpu[1])
 	}
 }
 
@@ -320,9 +376,8 @@ func TestCgroup_MovedInWhereClone3Refused(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "grandchild")
 	l := h.start("sleep 0.2\n"+escapeScript(t, pidFile, false), "{}", Spec{KillGrace: time.Second})
 	grand := MustReadPID(t, pidFile)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", grand))
-	if want := fmt.Sprintf("/run-%d\n", l.RunID); err != nil || !strings.Contains(string(b), want) {
-		t.Fatalf("grandchild's cgroups %q (%v), want its run's (%s)", b, err, want)
+	if got, want := cgroupOf(t, grand), cgroupOf(t, h.s.Snapshot()[0].PID); got != want || !strings.Contains(got, "/slot-") {
+		t.Fatalf("grandchild in cgroup %s, want its run's (%s)", got, want)
 	}
 	h.s.CancelTask(l.TaskID)
 	if r := h.waitRun(l.RunID); r.State != lease.RunCancelled {
@@ -424,7 +479,7 @@ func TestCgroup_DelegatedParent(t *testing.T) {
 	if got := cgroupOf(t, daemon.Process.Pid); got != rel+"/qd-daemon" {
 		t.Errorf("daemon in cgroup %s, want the leaf %s/qd-daemon of its own", got, rel)
 	}
-	if got := cgroupOf(t, grand); !strings.HasPrefix(got, rel+"/qd-deleg/") || !strings.HasSuffix(got, "/run-1") {
+	if got := cgroupOf(t, grand); !strings.HasPrefix(got, rel+"/qd-deleg/") || !strings.Contains(got, "/slot-") {
 		t.Errorf("setsid grandchild in cgroup %s, want its run's under %s/qd-deleg", got, rel)
 	}
 	daemon.Process.Signal(syscall.SIGTERM)
@@ -448,7 +503,7 @@ func TestCgroup_MovedInWithWhatItStarted(t *testing.T) {
 	grand := MustScript(t, "echo $$ > "+pidFile+".tmp; mv "+pidFile+".tmp "+pidFile+"; exec sleep 300")
 	l := h.start(grand+" </dev/null >/dev/null 2>&1 &\nsleep 300", "{}", Spec{KillGrace: time.Second})
 	pid := MustReadPID(t, pidFile)
-	if got, want := cgroupOf(t, pid), fmt.Sprintf("/run-%d", l.RunID); !strings.HasSuffix(got, want) {
+	if got, want := cgroupOf(t, pid), cgroupOf(t, h.s.Snapshot()[0].PID); got != want || !strings.Contains(got, "/slot-") {
 		t.Errorf("grandchild in cgroup %s, want its run's (%s)", got, want)
 	}
 	h.s.CancelTask(l.TaskID)

@@ -34,8 +34,8 @@ func (*cgroupTree) close() {}
 
 func (*runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) { return cmd, spawn(cmd) }
 
-func (*runCgroup) kill() error { return nil }
+func (*runCgroup) killIfFull() error { return nil }
 
 func (*runCgroup) end(hclog.Logger) Usage { return Usage{} }
 
-func (*runCgroup) remove() {}
+func (*cgroupTree) idleSlots() int { return 0 }

@@ -134,7 +134,7 @@ func (c *child) signalLocked(sig syscall.Signal) {
 	}
 	if sig == syscall.SIGKILL && c.cg != nil {
 		// Also what left the group (setsid) but not the cgroup.
-		if err := c.cg.kill(); err != nil {
+		if err := c.cg.killIfFull(); err != nil {
 			c.log.Error("kill the run's cgroup", "error", err)
 		}
 	}

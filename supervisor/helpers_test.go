@@ -219,3 +219,12 @@ func MustDie(tb testing.TB, pid int, what string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// idleSlots is how many empty run cgroups the supervisor keeps for its
+// next runs.
+func (s *Supervisor) idleSlots() int {
+	if s.cg == nil {
+		return 0
+	}
+	return s.cg.idleSlots()
+}

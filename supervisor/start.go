@@ -137,7 +137,7 @@ func (s *Supervisor) launch(c *child) error {
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])
 		if c.cg != nil {
-			c.cg.remove()
+			c.cg.end(c.log)
 			c.cg = nil
 		}
 		return err

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -187,18 +188,17 @@ func (s *Supervisor) pump(c *child) {
 	} else {
 		go feed()
 	}
-	done := make(chan struct{}, 2)
+	// The reader that finishes last says the output is drained.
+	var open atomic.Int32
+	open.Store(int32(len(c.pipes)))
 	for i, p := range c.pipes {
 		go func() {
 			c.out.copyFrom(p, i == 0, s.mono)
-			done <- struct{}{}
+			if open.Add(-1) == 0 {
+				close(c.outDone)
+			}
 		}()
 	}
-	go func() {
-		<-done
-		<-done
-		close(c.outDone)
-	}()
 }
 
 func closeAll(f *os.File, more ...*os.File) {

@@ -138,7 +138,9 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 		lanes = cp.Lanes
 	}
 	var out []*lease.Lease
+	var riders []*rider
 	err := p.inTx(ctx, func(b *pgx.Batch) {
+		riders = p.takeRiders(b)
 		b.Queue(p.sql(`SELECT task_id, run_id, lane, agent, attempt, max_attempts, priority, payload, lease_expires_at,
 				run_after
 			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7)`),
@@ -158,6 +160,7 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 				return rows.Err()
 			})
 	})
+	deliver(riders, err)
 	if err != nil {
 		return nil, err
 	}

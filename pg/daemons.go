@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Daemon is one row of the daemons table: the daemon that holds a name.
@@ -66,20 +65,19 @@ func (p *Provider) ClaimName(ctx context.Context, d Daemon, takeOver string, sta
 }
 
 // TouchName tells that instance still holds name and runs agents; ok is
-// false when another daemon has taken the name over.
+// false when another daemon has taken the name over. The update rides on
+// the next claim's transaction when one comes within a couple of seconds
+// (rider.go).
 func (p *Provider) TouchName(ctx context.Context, name, instance string, agents []string) (ok bool, err error) {
-	err = p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`UPDATE {{schema}}.daemons SET seen_at = clock_timestamp(), agents = $3
-			WHERE name = $1 AND instance = $2`), name, instance, nonNil(agents)).
-			Exec(func(tag pgconn.CommandTag) error {
-				ok = tag.RowsAffected() == 1
-				return nil
-			})
-	})
+	if err := p.checkSchema(ctx); err != nil {
+		return false, fmt.Errorf("touch daemon name %q: %w", name, mapErr(err))
+	}
+	tag, err := p.ride(ctx, p.sql(`UPDATE {{schema}}.daemons SET seen_at = clock_timestamp(), agents = $3
+		WHERE name = $1 AND instance = $2`), name, instance, nonNil(agents))
 	if err != nil {
 		return false, fmt.Errorf("touch daemon name %q: %w", name, mapErr(err))
 	}
-	return ok, nil
+	return tag.RowsAffected() == 1, nil
 }
 
 // ReleaseName gives up name if instance holds it.

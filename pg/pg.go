@@ -69,6 +69,13 @@ type Provider struct {
 	serverMu      sync.Mutex
 	server        string
 	serverChanged time.Time
+
+	// Statements waiting to go out with the next claim (rider.go).
+	riderMu sync.Mutex
+	riders  []*rider
+
+	// Transactions sent, committed or not.
+	txCount atomic.Int64
 }
 
 var _ lease.Provider = (*Provider)(nil)
@@ -233,6 +240,7 @@ func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 		return fmt.Errorf("acquire connection: %w", unsent{err})
 	}
 	defer conn.Release()
+	p.txCount.Add(1)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	queue(b)
@@ -256,8 +264,14 @@ func (p *Provider) beginTx(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
+	p.txCount.Add(1)
 	return tx, nil
 }
+
+// Transactions is how many transactions this provider has sent (begun
+// with BEGIN, committed or not); statements sent outside one are not
+// counted.
+func (p *Provider) Transactions() int64 { return p.txCount.Load() }
 
 // query runs a read outside any explicit transaction.
 func (p *Provider) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

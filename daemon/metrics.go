@@ -12,7 +12,11 @@ import (
 // newMetrics makes the daemon's exposition: the lanes of its queue and the
 // children it runs by agent are read at each scrape.
 func (d *daemon) newMetrics(version string) {
-	d.metrics = metrics.New(metrics.Options{Version: version, Queue: d.queue, Children: d.children})
+	o := metrics.Options{Version: version, Queue: d.queue, Children: d.children}
+	if q, ok := d.queue.(interface{ Transactions() int64 }); ok {
+		o.Transactions = q.Transactions
+	}
+	d.metrics = metrics.New(o)
 	d.exposition = d.metrics.Handler()
 }
 

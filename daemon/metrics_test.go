@@ -152,6 +152,11 @@ func TestDaemon_Metrics(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
+	// Every claim and settlement above is a transaction: 4 runs claimed and
+	// settled, and the empty claims.
+	if tx, ok := s.Value("qd_database_transactions_total"); !ok || tx < 8 {
+		t.Errorf("qd_database_transactions_total = %v (present %v) after 4 runs, want at least 8", tx, ok)
+	}
 	if sum := s.Sum("qd_run_duration_seconds", "agent", "slow"); sum < 2 || sum > 10 {
 		t.Errorf("the timed-out run lasted %v s by the histogram, want its 2s timeout and the grace", sum)
 	}

@@ -27,7 +27,8 @@ func TestDocs_EveryMetric(t *testing.T) {
 	if _, _, err := q.Enqueue(t.Context(), lease.EnqueueParams{Agent: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(metrics.Options{Queue: q, Children: func() map[string]int { return map[string]int{"a": 0} }})
+	m := metrics.New(metrics.Options{Queue: q, Children: func() map[string]int { return map[string]int{"a": 0} },
+		Transactions: func() int64 { return 7 }})
 	m.Claimed("a", 1, time.Millisecond, nil)
 	m.RunStarted("a", "default", time.Second)
 	m.RunEnded("a", "default", lease.RunAbandoned, "timeout", time.Second)

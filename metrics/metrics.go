@@ -20,6 +20,9 @@ type Options struct {
 	// Children, when set, is called at each scrape for the children this
 	// process runs, by agent (configured agents with none included, as 0).
 	Children func() map[string]int
+	// Transactions, when set, is called at each scrape for how many
+	// transactions this process has sent to the database.
+	Transactions func() int64
 }
 
 // Buckets of the histograms, in seconds.
@@ -132,6 +135,11 @@ func New(o Options) *Metrics {
 	}
 	if o.Children != nil {
 		m.reg.MustRegister(childCollector(o.Children))
+	}
+	if o.Transactions != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "qd_database_transactions_total",
+			Help: "Transactions this daemon sent to the database, committed or not."},
+			func() float64 { return float64(o.Transactions()) }))
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -125,6 +126,27 @@ func (p *daemonProc) fetch(ctx context.Context) (*api.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return api.Client{Path: p.socket}.Status(ctx)
+}
+
+// sentTransactions reads the daemon's count of the transactions it sent
+// from its metrics; -1 when they have none.
+func (p *daemonProc) sentTransactions(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	text, err := api.Client{Path: p.socket}.Metrics(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read daemon %s metrics: %w", p.name, err)
+	}
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(line, "qd_database_transactions_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("daemon %s metrics: qd_database_transactions_total %q: %w", p.name, v, err)
+			}
+			return int64(f), nil
+		}
+	}
+	return -1, nil
 }
 
 // pid is the daemon's process id.

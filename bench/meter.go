@@ -13,6 +13,9 @@ type meterReading struct {
 	xacts    int64
 	commits  int64
 	machine  machineCPU
+	// sent is the daemon's own count of the transactions it sent
+	// (qd_database_transactions_total); -1 when it gives none.
+	sent int64
 }
 
 // readMeter reads the CPU of the daemon's backends and of the daemon, then,
@@ -35,6 +38,10 @@ func readMeter(ctx context.Context, db *database, d *daemonProc, wait time.Durat
 		return m, err
 	}
 	m.xacts, m.commits, err = db.transactions(ctx)
+	if err != nil {
+		return m, err
+	}
+	m.sent, err = d.sentTransactions(ctx)
 	return m, err
 }
 
@@ -44,8 +51,11 @@ type cost struct {
 	Children time.Duration // its children's CPU
 	Postgres time.Duration // the CPU of the backends serving the daemon
 	Xacts    int64         // transactions of the daemon's database
-	Commits  int64         // the committed ones among them
-	Machine  machineCPU    // every process of the machine
+	// Sent is the transactions the daemon counted as it sent them; -1 when
+	// it does not count them.
+	Sent    int64
+	Commits int64      // the committed ones among them
+	Machine machineCPU // every process of the machine
 }
 
 // since is the cost from the reading m0 to m.
@@ -55,7 +65,15 @@ func (m meterReading) since(m0 meterReading) cost {
 		Children: m.daemon.Children - m0.daemon.Children,
 		Postgres: cpuDelta(m0.backends, m.backends),
 		Xacts:    m.xacts - m0.xacts,
+		Sent:     sentSince(m0.sent, m.sent),
 		Commits:  m.commits - m0.commits,
 		Machine:  m.machine.since(m0.machine),
 	}
+}
+
+func sentSince(a, b int64) int64 {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return b - a
 }

@@ -80,7 +80,7 @@ var scales = map[string]scale{
 		Lanes: 1_000, Queued: 100_000, LiveRuns: 1_600,
 		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
-		LatencyTicks: 10, E2ETasks: 20_000, E2EReps: 3, Idle: 20 * time.Second, IdleWarmup: 3 * time.Second,
+		LatencyTicks: 10, E2ETasks: 20_000, E2EReps: 3, Idle: 20 * time.Second, IdleWarmup: 12 * time.Second,
 	},
 }
 

@@ -88,6 +88,7 @@ type explainer struct {
 	schema string
 	mu     sync.Mutex
 	plans  []string
+	rounds int // workloads run
 }
 
 func MustExplainer(t *testing.T) *explainer {
@@ -154,9 +155,12 @@ func (x *explainer) run(sql string, args ...any) {
 func (x *explainer) workload(p *pg.Provider, expired int64) {
 	x.t.Helper()
 	t, s := x.t, p.Schema()
-	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1, 'plan-1')`, s))
-	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4, 'plan-2')`, s))
-	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2, 'plan-3')`, s))
+	// Tokens of their own each time: a token used before only returns its
+	// earlier claim's runs.
+	x.rounds++
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1, 'plan-1-%d')`, s, x.rounds))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4, 'plan-2-%d')`, s, x.rounds))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2, 'plan-3-%d')`, s, x.rounds))
 	live, err := p.Runs(context.Background(), lease.RunFilter{State: lease.RunRunning})
 	if err != nil || len(live) < 2 {
 		t.Fatalf("live runs: %d %v", len(live), err)

@@ -376,7 +376,9 @@ type runCgroup struct {
 	used time.Duration
 	// keep: the slot may go back to the idle ones after its run.
 	keep bool
-	tree *cgroupTree
+	// killed: cgroup.kill was written to it; it is never reused.
+	killed atomic.Bool
+	tree   *cgroupTree
 }
 
 // newRun gives the run of agent a slot, with lim applied: an idle one
@@ -494,8 +496,13 @@ func (g *runCgroup) place(cmd *exec.Cmd) error {
 	return fmt.Errorf("move child into cgroup %s: %w", g.path, err)
 }
 
-// kill kills every process in g.
-func (g *runCgroup) kill() error { return killCgroup(g.path) }
+// kill kills every process in g. The slot is not given to another run
+// after that: on Linux 6.18 at least, a cgroup once killed through
+// cgroup.kill kills every process later started in it.
+func (g *runCgroup) kill() error {
+	g.killed.Store(true)
+	return killCgroup(g.path)
+}
 
 func killCgroup(path string) error {
 	err := writeFile(filepath.Join(path, "cgroup.kill"), "1")
@@ -576,7 +583,13 @@ func waitEmptyBy(path string, full func() (bool, error)) bool {
 // end kills what is left in g, reads what it measured and gives the slot
 // back: to the idle ones, or removed.
 func (g *runCgroup) end(log hclog.Logger) Usage {
-	empty := waitEmptyBy(g.path, g.full)
+	empty := waitEmptyBy(g.path, func() (bool, error) {
+		full, err := g.full()
+		if full {
+			g.killed.Store(true) // waitEmptyBy kills it
+		}
+		return full, err
+	})
 	if !empty {
 		log.Error("processes of the run's cgroup did not die; leaving the cgroup", "cgroup", g.path, "waited", emptyWait)
 	}
@@ -586,7 +599,7 @@ func (g *runCgroup) end(log hclog.Logger) Usage {
 		*u.CPU -= g.used
 		g.used = total
 	}
-	g.release(empty && u.CPU != nil)
+	g.release(empty && u.CPU != nil && !g.killed.Load())
 	return u
 }
 

@@ -198,6 +198,40 @@ func TestCgroup_SlotReusedWithCPUTimeOfItsOwn(t *testing.T) {
 	}
 }
 
+func TestCgroup_KilledSlotNotReused(t *testing.T) {
+	// Ensure a run whose cgroup had to be killed (a setsid grandchild left
+	// at a timeout) does not hand that cgroup to the next run: a cgroup
+	// killed through cgroup.kill kills what is started in it later, and
+	// the next run would die at once, killed by a signal no one sent.
+	needCgroups(t)
+	h := MustHarness(t, nil)
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	l := h.start(escapeScript(t, pidFile, false), "{}", Spec{Timeout: time.Second, KillGrace: 200 * time.Millisecond})
+	grand := MustReadPID(t, pidFile)
+	killed := cgroupOf(t, grand)
+	if r := h.waitRun(l.RunID); r.State != lease.RunAbandoned {
+		t.Fatalf("timed-out run %s %q, want abandoned", r.State, r.Summary)
+	}
+	MustDie(t, grand, "grandchild after the timeout")
+	h.waitGone()
+	for i := range 3 {
+		out := filepath.Join(t.TempDir(), "cgroup")
+		l := h.start("cat /proc/self/cgroup > "+out+"; exit 0", "{}", Spec{})
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunCompleted {
+			t.Fatalf("run %d after a killed cgroup: %s %q, want completed", i, r.State, r.Summary)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), killed+"\n") {
+			t.Errorf("run %d started in the killed cgroup %s", i, killed)
+		}
+		h.waitGone()
+	}
+}
+
 // burnEnv makes the test binary spin until it has used that much CPU.
 const burnEnv = "QD_SUPERVISOR_TEST_BURN"
 

@@ -33,7 +33,7 @@ func TestReadme_QuickStart(t *testing.T) {
 		}
 		t.Parallel()
 		work := mustQuickstartDir(t, -1, -1)
-		out := runQuickstart(t, work, nil, nil)
+		out := runQuickstart(t, filepath.Join(testkit.Root(), "scripts", "quickstart.sh"), work, nil, nil)
 		checkQuickstart(t, work, out)
 		if !strings.Contains(out, "user=qd&") {
 			t.Errorf("as root the cluster does not run as user qd:\n%s", out)
@@ -55,7 +55,17 @@ func TestReadme_QuickStart(t *testing.T) {
 		work := mustQuickstartDir(t, uid, gid)
 		bin := filepath.Join(work, "bin", "qd")
 		mustCopy(t, qd, bin, uid, gid)
-		out := runQuickstart(t, work, cred, []string{"QD=" + bin, "HOME=" + work})
+		// Run as another user, the script may not reach the checkout (a
+		// clone in a directory only root may enter): it runs from a copy
+		// of what it reads there, the script and the examples.
+		repo := filepath.Join(work, "repo")
+		files, _ := filepath.Glob(filepath.Join(testkit.Root(), "examples", "*"))
+		files = append(files, filepath.Join(testkit.Root(), "scripts", "quickstart.sh"))
+		for _, f := range files {
+			rel, _ := filepath.Rel(testkit.Root(), f)
+			mustCopy(t, f, filepath.Join(repo, rel), uid, gid)
+		}
+		out := runQuickstart(t, filepath.Join(repo, "scripts", "quickstart.sh"), work, cred, []string{"QD=" + bin, "HOME=" + work})
 		checkQuickstart(t, work, out)
 		if cred != nil && !strings.Contains(out, "user=nobody&") {
 			t.Errorf("run as nobody, the cluster is not nobody's:\n%s", out)
@@ -105,9 +115,9 @@ func mustQuickstartDir(t *testing.T, uid, gid int) string {
 
 // runQuickstart runs the script in work, as cred when not nil, with env
 // added and no database named anywhere, and returns its output.
-func runQuickstart(t *testing.T, work string, cred *syscall.Credential, env []string) string {
+func runQuickstart(t *testing.T, script, work string, cred *syscall.Credential, env []string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(testkit.Root(), "scripts", "quickstart.sh"))
+	cmd := exec.Command(script)
 	for _, kv := range testkit.Environ() {
 		if !strings.HasPrefix(kv, "QD_") && !strings.HasPrefix(kv, "PG") {
 			cmd.Env = append(cmd.Env, kv)

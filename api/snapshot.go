@@ -160,6 +160,9 @@ type RunStatus struct {
 	// counts it, from when the last successful heartbeat was sent (so never
 	// later than LeaseExpiresAt); 0 once it is over.
 	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
+	// CPUSeconds is the CPU time the run's processes used so far, read
+	// from the run's cgroup; absent where runs have none.
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 }
 
 // LaneStatus describes one lane's limit and queue depth.

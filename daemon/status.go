@@ -104,13 +104,18 @@ func runStatus(r supervisor.RunStatus, now time.Time) api.RunStatus {
 	if !r.LastOutputAt.IsZero() {
 		quiet = r.LastOutputAt
 	}
-	return api.RunStatus{
+	st := api.RunStatus{
 		RunID: r.RunID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt,
 		PID: r.PID, StartedAt: r.Started, AgeSeconds: now.Sub(r.Started).Seconds(),
 		SilentSeconds: r.SilentSeconds, LastOutputAt: r.LastOutputAt,
 		OutputSilentSeconds: now.Sub(quiet).Seconds(),
 		LeaseExpiresAt:      r.LeaseExpiresAt, LeaseLeftSeconds: r.LeaseLeft.Seconds(),
 	}
+	if r.CPU != nil {
+		cpu := r.CPU.Seconds()
+		st.CPUSeconds = &cpu
+	}
+	return st
 }
 
 // Progress is POST /v1/runs/{id}/progress: a child proves progress through

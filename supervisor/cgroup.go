@@ -114,7 +114,10 @@ func (s *Supervisor) contain(c *child) error {
 	g, err := s.cg.newRun(c.spec.Agent, c.l.RunID, c.spec.Limits)
 	switch {
 	case err == nil:
-		c.cg = g
+		gen := g.holder()
+		c.mu.Lock() // status reads it while the run starts
+		c.cg, c.cgGen = g, gen
+		c.mu.Unlock()
 	case c.spec.Limits != (Limits{}):
 		return err
 	default:

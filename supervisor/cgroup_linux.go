@@ -379,6 +379,38 @@ type runCgroup struct {
 	// killed: cgroup.kill was written to it; it is never reused.
 	killed atomic.Bool
 	tree   *cgroupTree
+
+	// mu guards used and gen against a live read (liveCPU) while the run
+	// ends; gen counts the runs that ended in the slot.
+	mu  sync.Mutex
+	gen int
+}
+
+// holder is the generation of the slot's current run, for liveCPU.
+func (g *runCgroup) holder() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen
+}
+
+// liveCPU is the CPU time so far of the run that holds g as generation
+// gen; nil once that run ended, or where it cannot be read.
+func (g *runCgroup) liveCPU(gen int) *time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen || g.cpu < 0 {
+		return nil
+	}
+	var buf [512]byte
+	n, err := unix.Pread(g.cpu, buf[:], 0)
+	if err != nil {
+		return nil
+	}
+	d := cpuUsage(buf[:n])
+	if d != nil {
+		*d -= g.used
+	}
+	return d
 }
 
 // newRun gives the run of agent a slot, with lim applied: an idle one
@@ -593,12 +625,15 @@ func (g *runCgroup) end(log hclog.Logger) Usage {
 	if !empty {
 		log.Error("processes of the run's cgroup did not die; leaving the cgroup", "cgroup", g.path, "waited", emptyWait)
 	}
+	g.mu.Lock()
 	u := g.usage()
 	if u.CPU != nil {
 		total := *u.CPU
 		*u.CPU -= g.used
 		g.used = total
 	}
+	g.gen++
+	g.mu.Unlock()
 	g.release(empty && u.CPU != nil && !g.killed.Load())
 	return u
 }

@@ -179,6 +179,20 @@ func TestCgroup_SlotReusedWithCPUTimeOfItsOwn(t *testing.T) {
 		}
 		pid := MustReadPID(t, fmt.Sprintf("%s.%d", pidFile, i))
 		cgroups = append(cgroups, cgroupOf(t, pid))
+		// While it lives, the status shows its CPU time so far: the
+		// burner's grows past 100 ms; the idle run's is its own.
+		live := liveCPU(t, h, l.RunID)
+		if burn > 0 {
+			for deadline := time.Now().Add(5 * time.Second); live < 100*time.Millisecond && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				live = liveCPU(t, h, l.RunID)
+			}
+			if live < 100*time.Millisecond {
+				t.Errorf("burning run's live CPU time %s in the status, want it past 100ms", live)
+			}
+		} else if live > 100*time.Millisecond {
+			t.Errorf("idle run's live CPU time %s in the status: the slot's earlier run was counted too", live)
+		}
 		r := h.waitRun(l.RunID)
 		if r.State != lease.RunCompleted || r.CPUTime == nil {
 			t.Fatalf("run %d: %s %q, CPU time %v", i, r.State, r.Summary, r.CPUTime)
@@ -230,6 +244,22 @@ func TestCgroup_KilledSlotNotReused(t *testing.T) {
 		}
 		h.waitGone()
 	}
+}
+
+// liveCPU is the CPU time the status gives for a live run; the test
+// fails if the run is not live or has none.
+func liveCPU(t *testing.T, h *harness, run int64) time.Duration {
+	t.Helper()
+	for _, r := range h.s.Snapshot() {
+		if r.RunID == run {
+			if r.CPU == nil {
+				t.Fatalf("run %d in the status without its CPU time", run)
+			}
+			return *r.CPU
+		}
+	}
+	t.Fatalf("run %d not in the status", run)
+	return 0
 }
 
 // burnEnv makes the test binary spin until it has used that much CPU.

@@ -5,6 +5,7 @@ package supervisor
 import (
 	"errors"
 	"os/exec"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -39,3 +40,7 @@ func (*runCgroup) killIfFull() error { return nil }
 func (*runCgroup) end(hclog.Logger) Usage { return Usage{} }
 
 func (*cgroupTree) idleSlots() int { return 0 }
+
+func (*runCgroup) holder() int { return 0 }
+
+func (*runCgroup) liveCPU(int) *time.Duration { return nil }

@@ -21,9 +21,13 @@ type child struct {
 	started time.Time // wall clock, for display
 	startNs int64     // supervisor mono
 
-	cmd     *exec.Cmd
-	cg      *runCgroup // the run's cgroup; nil when it has none
-	pidfd   int        // the child's pidfd until wait closes it; -1 when none
+	cmd *exec.Cmd
+	// cg is the run's cgroup, nil when it has none, and cgGen the run's
+	// generation in it (runCgroup.liveCPU); both are set under mu before
+	// the child starts and never change after.
+	cg      *runCgroup
+	cgGen   int
+	pidfd   int // the child's pidfd until wait closes it; -1 when none
 	out     *output
 	logFile *os.File // nil until the first output
 	// streamsFile is the stream record, nil until stderr output.
@@ -152,6 +156,9 @@ func (c *child) status(now int64) RunStatus {
 		LeaseExpiresAt: c.hb.expires,
 		LeaseLeft:      max(0, time.Duration(c.hb.sentAt+int64(c.spec.Lease)-now)),
 		Stopping:       c.reason.String(),
+	}
+	if c.cg != nil {
+		st.CPU = c.cg.liveCPU(c.cgGen)
 	}
 	if w := c.out.lastWall.Load(); w != 0 {
 		st.LastOutputAt = time.Unix(0, w)

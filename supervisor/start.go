@@ -139,7 +139,9 @@ func (s *Supervisor) launch(c *child) error {
 		closeAll(nil, ends[1], ends[2], ends[4])
 		if c.cg != nil {
 			c.cg.end(c.log)
+			c.mu.Lock()
 			c.cg = nil
+			c.mu.Unlock()
 		}
 		return err
 	}

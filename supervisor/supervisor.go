@@ -112,6 +112,9 @@ type RunStatus struct {
 	LeaseExpiresAt time.Time     `json:"lease_expires_at"` // by the provider's clock
 	LeaseLeft      time.Duration `json:"lease_left_ns"`    // by the local deadline
 	Stopping       string        `json:"stopping,omitempty"`
+	// CPU is the CPU time the run's processes used so far, read from its
+	// cgroup; nil without one.
+	CPU *time.Duration `json:"cpu_ns,omitempty"`
 }
 
 // Supervisor runs children for claimed leases. Create it with New.

@@ -108,13 +108,18 @@ func renderUnserved(w io.Writer, us []api.UnservedAgent) {
 }
 
 func renderRuns(w io.Writer, runs []api.RunStatus) {
-	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
+	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "CPU", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
 		return
 	}
 	for _, r := range runs {
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+		var cpu *time.Duration
+		if r.CPUSeconds != nil {
+			d := time.Duration(*r.CPUSeconds * float64(time.Second))
+			cpu = &d
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.RunID, r.TaskID, r.Lane, r.Agent, r.Attempt, pid(r.PID),
-			seconds(r.AgeSeconds), seconds(r.SilentSeconds), seconds(r.OutputSilentSeconds), leaseLeft(r.LeaseLeftSeconds))
+			seconds(r.AgeSeconds), cpuText(cpu), seconds(r.SilentSeconds), seconds(r.OutputSilentSeconds), leaseLeft(r.LeaseLeftSeconds))
 	}
 }
 

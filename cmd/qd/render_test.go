@@ -63,7 +63,7 @@ func TestRender(t *testing.T) {
 		},
 		Runs: []api.RunStatus{{
 			RunID: 91, TaskID: 17, Lane: "proj-a", Agent: "builder", Attempt: 2, PID: 5151,
-			AgeSeconds: 125, SilentSeconds: 4, OutputSilentSeconds: 63, LeaseLeftSeconds: 296,
+			AgeSeconds: 125, SilentSeconds: 4, OutputSilentSeconds: 63, LeaseLeftSeconds: 296, CPUSeconds: ptr(71.4),
 		}, {
 			RunID: 92, TaskID: 18, Lane: "proj-b", Agent: "builder", Attempt: 1,
 			AgeSeconds: 400, SilentSeconds: 330, OutputSilentSeconds: 400, LeaseLeftSeconds: -30,
@@ -88,8 +88,8 @@ func TestRender(t *testing.T) {
 		"database:    UNREACHABLE: dial tcp: connection refused\n",
 		"last reload failed, old config in force: qd.hcl:12",
 		"builder  @every 30s  in 12s     1/2",
-		"91   17    proj-a  builder  2        5151  2m5s  4s      1m3s          4m56s",
-		"92   18    proj-b  builder  1        -     6m40s  5m30s   6m40s         expired",
+		"91   17    proj-a  builder  2        5151  2m5s  1m11s  4s      1m3s          4m56s",
+		"92   18    proj-b  builder  1        -     6m40s  -  5m30s   6m40s         expired",
 		"proj-a  1      no      1        3       2h1m",
 		"proj-b  2      yes     0        0       -",
 	} {
@@ -179,3 +179,5 @@ func TestRunJSON_Usage(t *testing.T) {
 		t.Errorf("unmeasured run: %s %v", b, err)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -68,10 +68,22 @@ type RunRow struct {
 	AgeSeconds    float64   `json:"age_seconds"`
 	SilentSeconds float64   `json:"silent_seconds"`
 	LeaseLeft     float64   `json:"lease_left_seconds"`
-	Owner         string    `json:"owner"`
-	Host          string    `json:"host"`
+	// CPUSeconds is the run's CPU time so far, as its daemon reads it from
+	// the run's cgroup; absent without one, or when the daemon's socket
+	// cannot be reached from here.
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
+	Owner      string   `json:"owner"`
+	Host       string   `json:"host"`
 	// Silence is "ok", "warn" (past half the lease) or "late" (past 80%).
 	Silence string `json:"silence"`
+}
+
+// CPU shows the run's CPU time so far; "-" when it is not known.
+func (r RunRow) CPU() string {
+	if r.CPUSeconds == nil {
+		return "-"
+	}
+	return secs(*r.CPUSeconds)
 }
 
 // DaemonRow is a daemon sharing the queue and whether its socket answered.
@@ -168,6 +180,7 @@ func runRow(run lease.Run, host string, live map[int64]api.RunStatus) RunRow {
 	if rs, ok := live[run.ID]; ok { // the daemon's own count, on its monotonic clock
 		row.PID, row.AgeSeconds = rs.PID, rs.AgeSeconds
 		row.SilentSeconds, row.LeaseLeft = rs.SilentSeconds, rs.LeaseLeftSeconds
+		row.CPUSeconds = rs.CPUSeconds
 	}
 	row.Silence = "ok"
 	if total := row.SilentSeconds + row.LeaseLeft; total > 0 {

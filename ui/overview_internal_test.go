@@ -1,0 +1,26 @@
+package ui
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/lease"
+)
+
+func TestRunRow_CPU(t *testing.T) {
+	// Ensure a run in flight shows the CPU time its daemon reports, and "-"
+	// where the daemon reports none or cannot be asked.
+	run := lease.Run{ID: 7, TaskID: 3, Lane: "l", Agent: "a", StartedAt: time.Now().Add(-time.Minute)}
+	cpu := 1.5
+	live := map[int64]api.RunStatus{7: {RunID: 7, PID: 42, CPUSeconds: &cpu}}
+	if got := runRow(run, "h", live); got.CPU() != "1.5s" || got.CPUSeconds == nil || *got.CPUSeconds != 1.5 {
+		t.Errorf("run with its daemon's CPU time: cpu %q (%v), want 1.5s", got.CPU(), got.CPUSeconds)
+	}
+	if got := runRow(run, "h", map[int64]api.RunStatus{7: {RunID: 7}}); got.CPU() != "-" {
+		t.Errorf("run whose daemon reports no CPU time: cpu %q, want -", got.CPU())
+	}
+	if got := runRow(run, "h", nil); got.CPU() != "-" {
+		t.Errorf("run whose daemon cannot be asked: cpu %q, want -", got.CPU())
+	}
+}

@@ -125,6 +125,12 @@ func qdAgent(prog string, lanes []string) string {
 // throughput over n tasks and stops it.
 func (b *runner) qdShape(ctx context.Context, db *database, shape string, lanes []string, n int) (peerResult, error) {
 	prog, _ := exec.LookPath("true")
+	// Each River run starts on a database of its own; each qd run starts
+	// on emptied tables likewise, not on the finished tasks and dead rows
+	// the runs before it left (autovacuum may be off).
+	if _, err := db.queue.Pool().Exec(ctx, db.sql(`TRUNCATE {s}.tasks, {s}.runs CASCADE`)); err != nil {
+		return peerResult{}, fmt.Errorf("empty the tables before qd's run: %w", err)
+	}
 	d, err := b.startDaemon(ctx, db.url(daemonApp), "qd-bench-"+b.id+"-"+shape, qdAgent(prog, lanes))
 	if err != nil {
 		return peerResult{}, err

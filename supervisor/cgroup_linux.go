@@ -398,15 +398,10 @@ func (g *runCgroup) holder() int {
 func (g *runCgroup) liveCPU(gen int) *time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.gen != gen || g.cpu < 0 {
+	if g.gen != gen {
 		return nil
 	}
-	var buf [512]byte
-	n, err := unix.Pread(g.cpu, buf[:], 0)
-	if err != nil {
-		return nil
-	}
-	d := cpuUsage(buf[:n])
+	d := g.totalCPU()
 	if d != nil {
 		*d -= g.used
 	}
@@ -592,10 +587,10 @@ const emptyWait = 5 * time.Second
 // waitEmpty kills the cgroup at path until no process is left in it, or
 // emptyWait is over (a process stuck in the kernel): false then.
 func waitEmpty(path string) bool {
-	return waitEmptyBy(path, func() (bool, error) { return populated(path) })
+	return waitEmptyBy(func() (bool, error) { return populated(path) }, func() error { return killCgroup(path) })
 }
 
-func waitEmptyBy(path string, full func() (bool, error)) bool {
+func waitEmptyBy(full func() (bool, error), kill func() error) bool {
 	deadline := time.Now().Add(emptyWait)
 	pause := time.Millisecond
 	for {
@@ -606,7 +601,7 @@ func waitEmptyBy(path string, full func() (bool, error)) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		_ = killCgroup(path)
+		_ = kill()
 		time.Sleep(pause)
 		pause = min(2*pause, 50*time.Millisecond)
 	}
@@ -615,13 +610,7 @@ func waitEmptyBy(path string, full func() (bool, error)) bool {
 // end kills what is left in g, reads what it measured and gives the slot
 // back: to the idle ones, or removed.
 func (g *runCgroup) end(log hclog.Logger) Usage {
-	empty := waitEmptyBy(g.path, func() (bool, error) {
-		full, err := g.full()
-		if full {
-			g.killed.Store(true) // waitEmptyBy kills it
-		}
-		return full, err
-	})
+	empty := waitEmptyBy(g.full, g.kill)
 	if !empty {
 		log.Error("processes of the run's cgroup did not die; leaving the cgroup", "cgroup", g.path, "waited", emptyWait)
 	}
@@ -638,17 +627,32 @@ func (g *runCgroup) end(log hclog.Logger) Usage {
 	return u
 }
 
-// usage reads g's CPU time (all runs it held) and memory peak.
+// usage reads g's CPU time (all runs it held) and, where runs' cgroups
+// have the memory controller (and so are never reused), its memory peak.
 func (g *runCgroup) usage() Usage {
-	if g.cpu < 0 {
-		return readUsage(g.path)
-	}
-	var u Usage
-	var buf [512]byte
-	if n, err := unix.Pread(g.cpu, buf[:], 0); err == nil {
-		u.CPU = cpuUsage(buf[:n])
+	u := Usage{CPU: g.totalCPU()}
+	if slices.Contains(g.tree.ctl, "memory") {
+		u.MemoryPeak = readPeak(g.path)
 	}
 	return u
+}
+
+// totalCPU reads g's cpu.stat, through its open descriptor where it has
+// one: the CPU time of every run it held.
+func (g *runCgroup) totalCPU() *time.Duration {
+	if g.cpu < 0 {
+		b, err := os.ReadFile(filepath.Join(g.path, "cpu.stat"))
+		if err != nil {
+			return nil
+		}
+		return cpuUsage(b)
+	}
+	var buf [512]byte
+	n, err := unix.Pread(g.cpu, buf[:], 0)
+	if err != nil {
+		return nil
+	}
+	return cpuUsage(buf[:n])
 }
 
 // release gives g back after its run: kept for the next when it may be
@@ -667,17 +671,18 @@ func (g *runCgroup) release(reusable bool) {
 	g.remove()
 }
 
-func readUsage(path string) Usage {
-	var u Usage
-	if b, err := os.ReadFile(filepath.Join(path, "cpu.stat")); err == nil {
-		u.CPU = cpuUsage(b)
+// readPeak reads memory.peak of the cgroup at path; nil without the
+// memory controller.
+func readPeak(path string) *int64 {
+	b, err := os.ReadFile(filepath.Join(path, "memory.peak"))
+	if err != nil {
+		return nil
 	}
-	if b, err := os.ReadFile(filepath.Join(path, "memory.peak")); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-			u.MemoryPeak = &n
-		}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return nil
 	}
-	return u
+	return &n
 }
 
 // cpuUsage reads usage_usec from the text of a cpu.stat.

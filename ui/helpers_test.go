@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/pg"
@@ -45,21 +46,6 @@ func MustProvider(tb testing.TB) (*pg.Provider, string) {
 	return p, u
 }
 
-// Daemons lists the provider's daemons as the dashboard takes them.
-func Daemons(p *pg.Provider) func(ctx context.Context) ([]ui.Daemon, error) {
-	return func(ctx context.Context) ([]ui.Daemon, error) {
-		ds, err := p.Daemons(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]ui.Daemon, len(ds))
-		for i, d := range ds {
-			out[i] = ui.Daemon{Name: d.Name, Host: d.Host, Socket: d.Socket, StateDir: d.StateDir, Agents: d.Agents, SeenAgo: d.SeenAgo}
-		}
-		return out, nil
-	}
-}
-
 // MustServer serves the dashboard over p with o (Store, Listen and
 // Refresh filled in) and returns its base URL.
 func MustServer(tb testing.TB, p *pg.Provider, o ui.Options) string {
@@ -68,7 +54,12 @@ func MustServer(tb testing.TB, p *pg.Provider, o ui.Options) string {
 	o.Store = p
 	o.Listen = srv.Listener.Addr().String()
 	if o.Daemons == nil {
-		o.Daemons = Daemons(p)
+		// The daemons as qd ui and a daemon's ui block list them.
+		d, err := daemon.DashboardOptions(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		o.Daemons = d.Daemons
 	}
 	if o.Refresh == 0 {
 		o.Refresh = 200 * time.Millisecond

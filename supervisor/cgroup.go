@@ -111,7 +111,7 @@ func (s *Supervisor) contain(c *child) error {
 	if s.cg == nil {
 		return s.Containment().Check(c.spec.Agent, c.spec.Limits)
 	}
-	g, err := s.cg.newRun(c.spec.Agent, c.l.RunID, c.spec.Limits)
+	g, err := s.cg.newRun(c.spec.Agent, c.spec.Limits)
 	switch {
 	case err == nil:
 		gen := g.holder()

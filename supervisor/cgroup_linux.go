@@ -410,9 +410,11 @@ func (g *runCgroup) liveCPU(gen int) *time.Duration {
 
 // newRun gives the run of agent a slot, with lim applied: an idle one
 // when lim is empty and slots are kept, else a new one.
-func (t *cgroupTree) newRun(agent string, id int64, lim Limits) (*runCgroup, error) {
-	if err := t.containment().Check(agent, lim); err != nil {
-		return nil, err
+func (t *cgroupTree) newRun(agent string, lim Limits) (*runCgroup, error) {
+	if lim != (Limits{}) {
+		if err := t.containment().Check(agent, lim); err != nil {
+			return nil, err
+		}
 	}
 	keep := lim == (Limits{}) && !slices.Contains(t.ctl, "memory")
 	t.mu.Lock()

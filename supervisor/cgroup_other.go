@@ -27,7 +27,7 @@ func setupCgroups(string, hclog.Logger) (*cgroupTree, error) { return nil, errNo
 
 func (*cgroupTree) containment() Containment { return ProbeContainment() }
 
-func (*cgroupTree) newRun(string, int64, Limits) (*runCgroup, error) { return nil, errNoCgroups }
+func (*cgroupTree) newRun(string, Limits) (*runCgroup, error) { return nil, errNoCgroups }
 
 func (*cgroupTree) killLeftovers() int { return 0 }
 

@@ -114,7 +114,7 @@ bool stale;             /* a write the fencing should have refused was applied *
                  EXPIRED(0, l) || EXPIRED(1, l) || EXPIRED(2, l) || EXPIRED(3, l))
 #define LOSE (losses < MAXLOSS)
 
-/* finish_task.sql: move the task of a run that ended with outcome o */
+/* finish_tasks.sql: move the task of a run that ended with outcome o */
 inline finish_task(t, o, refunded) {
 	if
 	:: tstate[t] == TRUNNING ->
@@ -407,7 +407,7 @@ end:
 #endif
 	/* supervisor/loop.go check and fence: the local deadline */
 	:: atomic { known[r] == HELD && child[r] && LOOPS(rowner[r]) && late[r] -> fence(r) }
-	/* settle.sql and finish_task.sql; a lost reply is settled again */
+	/* settle.sql and finish_tasks.sql; a lost reply is settled again */
 	:: atomic { known[r] == SETTLING && ACTIVE(rowner[r]) ->
 		if
 		:: LIVE(r) -> end_row(r, outc[r], refund[r])

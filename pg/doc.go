@@ -4,7 +4,7 @@
 // Everything lives in one schema (qd unless the URL says ?schema=NAME):
 // tables lanes, tasks, runs, periodic and daemons, whose names and columns
 // are a public contract for psql users, and the functions claim, heartbeat,
-// settle, enqueue, abandon_owner, reap_lane, finish_task, backoff and
+// settle, enqueue, abandon_owner, reap_lane, finish_tasks, backoff and
 // lane_key. Migrate creates and upgrades the schema; Open never does, and
 // every method fails with ErrNotMigrated until it has run.
 //

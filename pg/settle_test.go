@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -175,6 +176,78 @@ func TestAbandonOwner(t *testing.T) {
 	for _, id := range []int64{cur.RunID, stranger.RunID} {
 		if r := MustRun(t, p, id); r.State != lease.RunRunning {
 			t.Errorf("run %d: %s, want running", id, r.State)
+		}
+	}
+}
+
+// Ensure one settlement call writes each of its runs and tasks once: a
+// task row written twice (its state, then its finished_at) is two row
+// versions, each with an entry in every index of tasks. The counts are the
+// server's own for the transaction that made the call.
+func TestSettle_WritesEachRowOnce(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	const n = 6
+	for i := range n {
+		MustEnqueue(t, p, lease.EnqueueParams{Lane: fmt.Sprintf("w%d", i), Agent: "a", MaxAttempts: 1})
+	}
+	ls, err := p.ClaimMany(ctx, lease.ClaimParams{Owner: "o"}, n)
+	if err != nil || len(ls) != n {
+		t.Fatalf("claim %d: %d leases, %v", n, len(ls), err)
+	}
+	// Two complete, two fail for good (one attempt), two are abandoned and
+	// refunded: every branch of the task's move.
+	outcomes := []string{"completed", "completed", "failed", "failed", "abandoned", "abandoned"}
+	ids := make([]int64, n)
+	for i, l := range ls {
+		ids[i] = l.RunID
+	}
+	refunds := []bool{false, false, false, false, true, true}
+	tx, err := p.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	writes := func(table string) int64 {
+		var upd int64
+		if err := tx.QueryRow(ctx, `SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+			p.Schema()+"."+table).Scan(&upd); err != nil {
+			t.Fatalf("read the writes of %s: %v", table, err)
+		}
+		return upd
+	}
+	// The counts of a session that have not reached the server's totals
+	// yet (the claim's, on this pooled connection) show too: take the
+	// difference.
+	runs0, tasks0 := writes("runs"), writes("tasks")
+	var ok int
+	err = tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'ok') FROM `+p.Schema()+`.settle($1, $2, NULL, NULL, NULL, NULL, NULL, $3, NULL, NULL, NULL)`,
+		ids, outcomes, refunds).Scan(&ok)
+	if err != nil || ok != n {
+		t.Fatalf("settle: %d ok, %v; want %d", ok, err, n)
+	}
+	if got := writes("runs") - runs0; got != n {
+		t.Errorf("settling %d runs updated %d run rows, want %d", n, got, n)
+	}
+	if got := writes("tasks") - tasks0; got != n {
+		t.Errorf("settling %d runs updated %d task rows, want %d (one write per task)", n, got, n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[lease.TaskState]int{lease.TaskDone: 2, lease.TaskFailed: 2, lease.TaskQueued: 2}
+	got := map[lease.TaskState]int{}
+	for _, l := range ls {
+		tk := MustTask(t, p, l.TaskID)
+		got[tk.State]++
+		if tk.State.Finished() == tk.FinishedAt.IsZero() {
+			t.Errorf("task %d is %s with finished_at %v", tk.ID, tk.State, tk.FinishedAt)
+		}
+	}
+	for st, k := range want {
+		if got[st] != k {
+			t.Errorf("tasks after settling: %v, want %v", got, want)
+			break
 		}
 	}
 }

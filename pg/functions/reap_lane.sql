@@ -6,14 +6,13 @@
 CREATE OR REPLACE FUNCTION {{schema}}.reap_lane(p_lane text) RETURNS int
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
-    r record;
-    n int := 0;
+    v_tasks bigint[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM {{schema}}.runs x
                    WHERE x.lane = p_lane AND x.state = 'running' AND x.lease_expires_at <= clock_timestamp()) THEN
         RETURN 0;
     END IF;
-    FOR r IN
+    WITH reaped AS (
         UPDATE {{schema}}.runs x SET
             state = 'abandoned',
             finished_at = clock_timestamp(),
@@ -21,9 +20,11 @@ BEGIN
                 || round(extract(epoch FROM clock_timestamp() - x.last_heartbeat_at))::bigint || 's'
         WHERE x.lane = p_lane AND x.state = 'running' AND x.lease_expires_at <= clock_timestamp()
         RETURNING x.task_id
-    LOOP
-        PERFORM {{schema}}.finish_task(r.task_id, 'abandoned', NULL, false);
-        n := n + 1;
-    END LOOP;
-    RETURN n;
+    )
+    SELECT array_agg(e.task_id) INTO v_tasks FROM reaped e;
+    IF v_tasks IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM {{schema}}.finish_tasks(v_tasks, array_fill('abandoned'::text, ARRAY[cardinality(v_tasks)]), NULL, NULL);
+    RETURN cardinality(v_tasks);
 END $$;

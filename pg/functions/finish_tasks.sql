@@ -1,0 +1,32 @@
+-- finish_tasks moves the tasks of runs that just ended, the i-th task by the
+-- i-th outcome, in one statement. A cancel request wins over a retry; a
+-- failed attempt waits retry_in (or the backoff); an abandoned one waits
+-- retry_in when given (a timeout or a stall: the agent's own doing), else
+-- is claimable at once; refund gives the attempt back. A task that reaches
+-- a final state gets its finished_at in the same write: every write of a
+-- task row here is a new row version with an entry in each of its indexes,
+-- so it is written once. Only running tasks move.
+CREATE OR REPLACE FUNCTION {{schema}}.finish_tasks(p_tasks bigint[], p_outcomes text[], p_retry_in interval[],
+                                                   p_refunds boolean[])
+RETURNS void LANGUAGE sql SET enable_seqscan = off AS $$
+    UPDATE {{schema}}.tasks t SET (attempts, state, run_after, updated_at, finished_at) = (
+        SELECT a.attempts, n.state,
+               CASE WHEN x.outcome = 'failed'
+                        THEN a.now + coalesce(x.retry_in, {{schema}}.backoff(t.attempts, interval '10 seconds'))
+                    WHEN x.outcome = 'abandoned' THEN a.now + coalesce(x.retry_in, interval '0')
+                    ELSE t.run_after END,
+               a.now,
+               CASE WHEN n.state = 'queued' THEN t.finished_at ELSE coalesce(t.finished_at, a.now) END
+        FROM (SELECT CASE WHEN x.refund AND t.attempts > 0 THEN t.attempts - 1 ELSE t.attempts END AS attempts,
+                     clock_timestamp() AS now) a
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN x.outcome = 'completed' THEN 'done'
+                        WHEN x.outcome = 'cancelled' OR t.cancel_requested THEN 'cancelled'
+                        WHEN a.attempts < t.max_attempts THEN 'queued'
+                        ELSE 'failed' END AS state) n)
+    FROM (
+        SELECT u.task, u.outcome, u.retry_in, coalesce(u.refund, false) AND u.outcome = 'abandoned' AS refund
+        FROM unnest(p_tasks, p_outcomes, p_retry_in, p_refunds) AS u(task, outcome, retry_in, refund)
+    ) x
+    WHERE t.id = x.task AND t.state = 'running'
+$$;

@@ -5,10 +5,13 @@
 -- is claimable at once; refund gives the attempt back. A task that reaches
 -- a final state gets its finished_at in the same write: every write of a
 -- task row here is a new row version with an entry in each of its indexes,
--- so it is written once. Only running tasks move.
+-- so it is written once. Only running tasks move. plpgsql, not sql: a sql
+-- function's statement is parsed and planned again at every call, a
+-- plpgsql one once per session.
 CREATE OR REPLACE FUNCTION {{schema}}.finish_tasks(p_tasks bigint[], p_outcomes text[], p_retry_in interval[],
                                                    p_refunds boolean[])
-RETURNS void LANGUAGE sql SET enable_seqscan = off AS $$
+RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
+BEGIN
     UPDATE {{schema}}.tasks t SET (attempts, state, run_after, updated_at, finished_at) = (
         SELECT a.attempts, n.state,
                CASE WHEN x.outcome = 'failed'
@@ -28,5 +31,5 @@ RETURNS void LANGUAGE sql SET enable_seqscan = off AS $$
         SELECT u.task, u.outcome, u.retry_in, coalesce(u.refund, false) AND u.outcome = 'abandoned' AS refund
         FROM unnest(p_tasks, p_outcomes, p_retry_in, p_refunds) AS u(task, outcome, retry_in, refund)
     ) x
-    WHERE t.id = x.task AND t.state = 'running'
-$$;
+    WHERE t.id = x.task AND t.state = 'running';
+END $$;

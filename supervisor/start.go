@@ -107,7 +107,13 @@ func (s *Supervisor) launch(c *child) error {
 	var err error
 	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
 	for i := 0; i < 6; i += 2 {
-		if ends[i], ends[i+1], err = os.Pipe(); err != nil {
+		if i == 0 {
+			// A payload written at once (see pump) needs no poller.
+			ends[1], ends[0], err = childPipe(false, len(c.l.Payload) > smallPayload)
+		} else {
+			ends[i], ends[i+1], err = childPipe(true, true)
+		}
+		if err != nil {
 			closeAll(nil, ends[:i]...)
 			return fmt.Errorf("create pipe: %w", err)
 		}

@@ -2,7 +2,10 @@
 
 package supervisor
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // sysProcAttr puts the child in its own process group.
 func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
@@ -24,3 +27,13 @@ func groupProcs(int) ([]proc, error) { return nil, nil }
 func bootID() string { return "" }
 
 func waitExited(int, int) bool { return false }
+
+// childPipe makes a pipe with one end for a child and one for the daemon,
+// the daemon's end for reading when parentReads.
+func childPipe(parentReads, _ bool) (parent, child *os.File, err error) {
+	r, w, err := os.Pipe()
+	if parentReads {
+		return r, w, err
+	}
+	return w, r, err
+}

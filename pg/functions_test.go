@@ -27,7 +27,7 @@ var functionSums = map[int]string{
 	13: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
 	14: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
 	15: "ef03761f05711f3044e0aa0da316ba1654922fb7d1fe3a261fd3c59e2c2c7979",
-	16: "dd747bc094238627de56c1baeb1665fa67580e5cc92294a445d603fd025d9903",
+	16: "e1df9cdeacf093bf7ef6f21a3606d481d963c4bd8efd336833e35807042c9399",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -7,10 +7,12 @@
 -- task row here is a new row version with an entry in each of its indexes,
 -- so it is written once. Only running tasks move. plpgsql, not sql: a sql
 -- function's statement is parsed and planned again at every call, a
--- plpgsql one once per session.
+-- plpgsql one once per session (generic, for the reason settle gives).
+-- The tasks are found by id = ANY, never by a join: a join's generic plan,
+-- on statistics taken when few tasks ran, read every running task.
 CREATE OR REPLACE FUNCTION {{schema}}.finish_tasks(p_tasks bigint[], p_outcomes text[], p_retry_in interval[],
                                                    p_refunds boolean[])
-RETURNS void LANGUAGE plpgsql SET enable_seqscan = off AS $$
+RETURNS void LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
     UPDATE {{schema}}.tasks t SET (attempts, state, run_after, updated_at, finished_at) = (
         SELECT a.attempts, n.state,
@@ -20,16 +22,17 @@ BEGIN
                     ELSE t.run_after END,
                a.now,
                CASE WHEN n.state = 'queued' THEN t.finished_at ELSE coalesce(t.finished_at, a.now) END
-        FROM (SELECT CASE WHEN x.refund AND t.attempts > 0 THEN t.attempts - 1 ELSE t.attempts END AS attempts,
-                     clock_timestamp() AS now) a
+        FROM (SELECT array_position(p_tasks, t.id) AS k) i
+        CROSS JOIN LATERAL (
+            SELECT p_outcomes[i.k] AS outcome, p_retry_in[i.k] AS retry_in,
+                   coalesce(p_refunds[i.k], false) AND p_outcomes[i.k] = 'abandoned' AS refund) x
+        CROSS JOIN LATERAL (
+            SELECT CASE WHEN x.refund AND t.attempts > 0 THEN t.attempts - 1 ELSE t.attempts END AS attempts,
+                   clock_timestamp() AS now) a
         CROSS JOIN LATERAL (
             SELECT CASE WHEN x.outcome = 'completed' THEN 'done'
                         WHEN x.outcome = 'cancelled' OR t.cancel_requested THEN 'cancelled'
                         WHEN a.attempts < t.max_attempts THEN 'queued'
                         ELSE 'failed' END AS state) n)
-    FROM (
-        SELECT u.task, u.outcome, u.retry_in, coalesce(u.refund, false) AND u.outcome = 'abandoned' AS refund
-        FROM unnest(p_tasks, p_outcomes, p_retry_in, p_refunds) AS u(task, outcome, retry_in, refund)
-    ) x
-    WHERE t.id = x.task AND t.state = 'running';
+    WHERE t.id = ANY (p_tasks) AND (t.state = 'running') IS TRUE;
 END $$;

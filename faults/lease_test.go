@@ -39,18 +39,20 @@ func TestLease_LateCompletionAfterReap(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	id := r.enqueue("late", "cli", `{}`, 3)
-	claim := func() map[string]any {
-		out := testkit.MustQD(t, r.qd, r.url, "claim", "--lane", "late", "--lease", "1s", "--owner", "worker-a")
+	claim := func(lease string) map[string]any {
+		out := testkit.MustQD(t, r.qd, r.url, "claim", "--lane", "late", "--lease", lease, "--owner", "worker-a")
 		var m map[string]any
 		if err := json.Unmarshal([]byte(out), &m); err != nil {
 			t.Fatalf("claim output: %v\n%s", err, out)
 		}
 		return m
 	}
-	a := claim()
+	a := claim("1s")
 	runA := fmt.Sprint(a["run_id"])
 	time.Sleep(1500 * time.Millisecond) // A's lease runs out
-	b := claim()
+	// B's lease outlives the checks below however slow a loaded machine
+	// makes them: only A's may run out.
+	b := claim("1m")
 	runB := fmt.Sprint(b["run_id"])
 	if runA == runB || fmt.Sprint(b["attempt"]) != "2" {
 		t.Fatalf("second claim: run %s attempt %v, want a new run at attempt 2", runB, b["attempt"])

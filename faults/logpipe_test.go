@@ -118,8 +118,12 @@ func TestLog_BlockedStderr(t *testing.T) {
 		var silent float64
 		r.scalar(&silent, `SELECT extract(epoch FROM clock_timestamp() - last_heartbeat_at) FROM {s}.runs WHERE id = $1`, runLong)
 		longest = max(longest, silent)
-		if silent > 2.5 {
-			t.Fatalf("run %d not renewed for %.1fs while the daemon's stderr was blocked", runLong, silent)
+		// Renewals that stopped would leave the run silent for the rest of
+		// the minute; a silence as long as the lease (3s) let it lapse. A
+		// shorter gap is the jitter of a loaded machine (up to 2.75s seen
+		// with every package's tests at once on two cores, 1s alone).
+		if silent >= 3 {
+			t.Fatalf("run %d not renewed for %.1fs, as long as its lease, while the daemon's stderr was blocked", runLong, silent)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

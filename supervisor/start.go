@@ -104,19 +104,19 @@ func (s *Supervisor) launch(c *child) error {
 	if len(c.spec.Command) == 0 {
 		return fmt.Errorf("agent %q has no command", c.spec.Agent)
 	}
-	var err error
 	var ends [6]*os.File // stdin r/w, stdout r/w, stderr r/w
-	for i := 0; i < 6; i += 2 {
-		if i == 0 {
-			// A payload written at once (see pump) needs no poller.
-			ends[1], ends[0], err = childPipe(false, len(c.l.Payload) > smallPayload)
-		} else {
-			ends[i], ends[i+1], err = childPipe(true, true)
-		}
-		if err != nil {
-			closeAll(nil, ends[:i]...)
-			return fmt.Errorf("create pipe: %w", err)
-		}
+	// A payload written at once (see pump) needs no poller.
+	var err error
+	ends[1], ends[0], err = childPipe(false, len(c.l.Payload) > smallPayload)
+	if err == nil {
+		ends[2], ends[3], err = childPipe(true, true)
+	}
+	if err == nil {
+		ends[4], ends[5], err = childPipe(true, true)
+	}
+	if err != nil {
+		closeAll(nil, ends[:]...)
+		return fmt.Errorf("create pipe: %w", err)
 	}
 	env := childEnv(os.Environ(), c.l, c.spec.Env)
 	var cmd *exec.Cmd

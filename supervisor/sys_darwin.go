@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"os"
 	"strconv"
 	"syscall"
 
@@ -56,13 +55,3 @@ func bootID() string {
 // waitExited is not available here: the child is reaped before its group is
 // killed.
 func waitExited(int, int) bool { return false }
-
-// childPipe makes a pipe with one end for a child and one for the daemon,
-// the daemon's end for reading when parentReads.
-func childPipe(parentReads, _ bool) (parent, child *os.File, err error) {
-	r, w, err := os.Pipe()
-	if parentReads {
-		return r, w, err
-	}
-	return w, r, err
-}

@@ -2,10 +2,7 @@
 
 package supervisor
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // sysProcAttr puts the child in its own process group.
 func sysProcAttr(pidfd *int) *syscall.SysProcAttr {
@@ -27,13 +24,3 @@ func groupProcs(int) ([]proc, error) { return nil, nil }
 func bootID() string { return "" }
 
 func waitExited(int, int) bool { return false }
-
-// childPipe makes a pipe with one end for a child and one for the daemon,
-// the daemon's end for reading when parentReads.
-func childPipe(parentReads, _ bool) (parent, child *os.File, err error) {
-	r, w, err := os.Pipe()
-	if parentReads {
-		return r, w, err
-	}
-	return w, r, err
-}

@@ -53,8 +53,9 @@
 // arrays of ten, and a call usually holds fewer), which cost more than
 // running them; and a join's generic plan, made on statistics taken while
 // few tasks ran, read every running task through tasks_state_id_idx to
-// settle one (measured: 60,000 running tasks, 90 settlements a second
-// where there were 1,300). The state test there is written
+// settle one (measured with pgbench, claim then settle at 16 clients over
+// 60,000 running tasks: 70-110 cycles a second, against 1,130-1,460 with
+// the functions of schema version 15). The state test there is written
 // (state = 'running') IS TRUE, which no index serves, so that the primary
 // key is the only index the planner can use.
 //

@@ -70,6 +70,15 @@ func TestSupervisor_ParentDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := MustReadPID(t, filepath.Join(dir, "child"))
+	// The record is written once the fork returns, which may be after the
+	// child wrote its pid: kill the daemon only once it holds the record.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ents, _ := os.ReadDir(childrenDir(dir)); len(ents) > 0 {
+			if info, err := ents[0].Info(); err == nil && info.Size() > 0 {
+				break
+			}
+		}
+	}
 	if err := daemon.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 29, "idle": 13}
+	want := map[string]int{"claim": 18, "claim_many": 24, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 13}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		if s.ID == "e2e" && strings.Contains(s.Shape, "River not measured") {
@@ -74,6 +74,12 @@ func TestRun(t *testing.T) {
 		if f, ok := r.Find(k[0], k[1], k[2]); !ok || f.Target == nil {
 			t.Errorf("%v: figure %v has no target", k, f)
 		}
+	}
+	// The daemon's tick to exec is set against the plain loop's, started
+	// at the same kind of tick on the same machine.
+	if f, ok := r.Find("e2e", "32 tasks claimable at a tick", "tick_to_exec_p99_ms"); !ok || f.Ratio == nil ||
+		f.Ratio.Case != "fork-exec loop, 32 started at a tick" || f.Ratio.Metric != "tick_to_exec_p99_ms" {
+		t.Errorf("tick to exec p99 is not set against the loop's: %+v", f)
 	}
 	if r.Environment.Postgres == "" || r.Environment.CPUs == 0 {
 		t.Errorf("environment not recorded: %+v", r.Environment)

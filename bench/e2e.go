@@ -111,6 +111,11 @@ func (b *runner) e2e(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if lat.Loop, err = forkExecAtTicks(ctx, prog, []byte(e2ePayload), e2eParallel, b.sc.LatencyTicks); err != nil {
+		return fmt.Errorf("fork-exec loop at ticks: %w", err)
+	}
+	b.log.Info("measured", "what", "fork-exec loop at ticks", "runs", len(lat.Loop),
+		"exec_p50", percentile(lat.Loop, 0.5), "exec_p99", percentile(lat.Loop, 0.99))
 	b.e2eFigures(prog, n, skip, loops, rivers, ones, manys, lat)
 	return nil
 }
@@ -259,10 +264,11 @@ func (b *runner) waitDone(ctx context.Context, db *database, d *daemonProc, afte
 }
 
 // latencyResult is the tick-to-claim and tick-to-exec latency of tasks
-// that became claimable exactly at a tick.
+// that became claimable exactly at a tick, and the plain loop's tick to
+// exec for as many children started at a tick.
 type latencyResult struct {
-	Ticks, PerTick int
-	Claim, Exec    []time.Duration // sorted
+	Ticks, PerTick    int
+	Claim, Exec, Loop []time.Duration // sorted
 }
 
 // tickLatency queues, for each of the size's ticks, one task per lane in
@@ -339,7 +345,7 @@ func (b *runner) e2eFigures(prog string, n int, skip string, loops, rivers, ones
 		"through %s tasks queued before it starts; %d interleaved repetitions of loop, River, qd with one lane of limit %d, "+
 		"qd with %d lanes of limit 1 (each repetition starts one runner later), medians; tasks/s over the middle 80%% of the "+
 		"finish times; machine CPU (every process, from /proc/stat) and busy share from the start of the work to the last "+
-		"task done; commits from pg_stat_database of the runner's own database; latency: %d tasks per tick claimable at the tick, %d ticks",
+		"task done; commits from pg_stat_database of the runner's own database; latency: %d tasks per tick claimable at the tick, %d ticks, and the loop starting as many children at once at as many ticks",
 		prog, e2eParallel, groupThousands(int64(n)), b.sc.E2EReps, e2eParallel, e2eLanes, lat.PerTick, lat.Ticks)
 	if skip != "" {
 		sec.Shape += "; " + skip
@@ -388,11 +394,16 @@ func (b *runner) e2eFigures(prog string, n int, skip string, loops, rivers, ones
 		sec.Add(name, "children_cpu_ms_per_task", per(rs, func(r peerResult) float64 { return ms(r.Children) / float64(r.Tasks) }), "ms")
 		sec.Add(name, "postgres_cpu_ms_per_task", per(rs, func(r peerResult) float64 { return ms(r.Postgres) / float64(r.Tasks) }), "ms")
 	}
+	// The loop's tick to exec is the floor of the daemon's on this
+	// machine; the targets stay on the daemon's values.
+	loopTick := fmt.Sprintf("fork-exec loop, %d started at a tick", lat.PerTick)
+	loop50 := *sec.Add(loopTick, "tick_to_exec_p50_ms", ms(percentile(lat.Loop, 0.5)), "ms")
+	loop99 := *sec.Add(loopTick, "tick_to_exec_p99_ms", ms(percentile(lat.Loop, 0.99)), "ms")
 	tick := fmt.Sprintf("%d tasks claimable at a tick", lat.PerTick)
 	sec.Add(tick, "tick_to_claim_p50_ms", ms(percentile(lat.Claim, 0.5)), "ms")
 	sec.Add(tick, "tick_to_claim_p99_ms", ms(percentile(lat.Claim, 0.99)), "ms")
-	sec.Add(tick, "tick_to_exec_p50_ms", ms(percentile(lat.Exec, 0.5)), "ms").Want("<=", 5)
-	sec.Add(tick, "tick_to_exec_p99_ms", ms(percentile(lat.Exec, 0.99)), "ms").Want("<=", 15)
+	sec.Add(tick, "tick_to_exec_p50_ms", ms(percentile(lat.Exec, 0.5)), "ms").Want("<=", 5).Against(loop50)
+	sec.Add(tick, "tick_to_exec_p99_ms", ms(percentile(lat.Exec, 0.99)), "ms").Want("<=", 15).Against(loop99)
 }
 
 // median is the middle of v (the mean of the two middle values of an even

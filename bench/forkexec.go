@@ -113,3 +113,57 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// forkExecAtTicks is the plain loop's tick to exec: at each of ticks
+// whole-second ticks it starts parallel children of prog at once, each
+// from a goroutine of its own that was waiting for the tick, set up as
+// forkExec sets them up, and takes the time from the tick to the return
+// of each start (after fork and exec). It is the floor of qd's tick to
+// exec on this machine: the same children, started as fast as a Go
+// program can start them, with no claim before. The times come sorted.
+func forkExecAtTicks(ctx context.Context, prog string, payload []byte, parallel, ticks int) ([]time.Duration, error) {
+	var out []time.Duration
+	for range ticks {
+		tick := time.Now().Truncate(time.Second).Add(time.Second)
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			first error
+		)
+		took := make([]time.Duration, parallel)
+		at := make(chan struct{})
+		for i := range parallel {
+			wg.Go(func() {
+				<-at
+				cmd := exec.Command(prog)
+				cmd.Stdin = bytes.NewReader(payload)
+				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				err := cmd.Start()
+				took[i] = time.Since(tick)
+				if err == nil {
+					err = cmd.Wait()
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("run %s: %w", prog, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		err := sleepCtx(ctx, time.Until(tick))
+		close(at)
+		wg.Wait()
+		if err != nil {
+			return nil, err
+		}
+		if first != nil {
+			return nil, first
+		}
+		out = append(out, took...)
+	}
+	slices.Sort(out)
+	return out, nil
+}

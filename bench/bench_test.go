@@ -66,6 +66,7 @@ func TestRun(t *testing.T) {
 		{"soak", "runs", "hot_update_share"},
 		{"e2e", "qd run, 64 lanes of limit 1", "tasks_per_second"},
 		{"e2e", "qd run, one lane of limit 32", "cpu_ms_per_task"},
+		{"e2e", "qd run, 64 lanes of limit 1", "busy_percent"},
 		{"e2e", "32 tasks claimable at a tick", "tick_to_exec_p50_ms"},
 		{"idle", "50 agents ticking every second", "transactions_per_agent_tick"},
 		{"idle", "50 agents ticking every second", "daemon_cpu_percent"},

@@ -39,11 +39,7 @@ func forkExec(ctx context.Context, prog string, payload []byte, parallel, n int)
 				if i >= int64(n) {
 					return
 				}
-				cmd := exec.Command(prog)
-				cmd.Stdin = bytes.NewReader(payload)
-				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-				if err := cmd.Run(); err != nil {
+				if err := loopCmd(prog, payload).Run(); err != nil {
 					mu.Lock()
 					if first == nil && ctx.Err() == nil {
 						first = fmt.Errorf("run %s: %w", prog, err)
@@ -74,6 +70,16 @@ func forkExec(ctx context.Context, prog string, payload []byte, parallel, n int)
 		return res, fmt.Errorf("fork-exec loop: %w", err)
 	}
 	return res, nil
+}
+
+// loopCmd is one child of the plain loop: payload on stdin, its output
+// drained through pipes, in a process group of its own.
+func loopCmd(prog string, payload []byte) *exec.Cmd {
+	cmd := exec.Command(prog)
+	cmd.Stdin = bytes.NewReader(payload)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
 }
 
 // steady is the middle 80% of a runner's finish times: its rate and its
@@ -116,8 +122,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // forkExecAtTicks is the plain loop's tick to exec: at each of ticks
 // whole-second ticks it starts parallel children of prog at once, each
-// from a goroutine of its own that was waiting for the tick, set up as
-// forkExec sets them up, and takes the time from the tick to the return
+// from a goroutine of its own that was waiting for the tick (loopCmd, as
+// in forkExec), and takes the time from the tick to the return
 // of each start (after fork and exec). It is the floor of qd's tick to
 // exec on this machine: the same children, started as fast as a Go
 // program can start them, with no claim before. The times come sorted.
@@ -135,10 +141,10 @@ func forkExecAtTicks(ctx context.Context, prog string, payload []byte, parallel,
 		for i := range parallel {
 			wg.Go(func() {
 				<-at
-				cmd := exec.Command(prog)
-				cmd.Stdin = bytes.NewReader(payload)
-				cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if ctx.Err() != nil {
+					return
+				}
+				cmd := loopCmd(prog, payload)
 				err := cmd.Start()
 				took[i] = time.Since(tick)
 				if err == nil {
@@ -156,11 +162,8 @@ func forkExecAtTicks(ctx context.Context, prog string, payload []byte, parallel,
 		err := sleepCtx(ctx, time.Until(tick))
 		close(at)
 		wg.Wait()
-		if err != nil {
+		if err := firstErr(&mu, &first, err); err != nil {
 			return nil, err
-		}
-		if first != nil {
-			return nil, first
 		}
 		out = append(out, took...)
 	}

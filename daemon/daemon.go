@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -269,12 +270,12 @@ func newInstance() string {
 
 // versioned is a queue whose schema has a version (pg).
 type versioned interface {
-	SchemaVersion(ctx context.Context) (int, error)
-	Schema() string
+	CheckSchema(ctx context.Context) error
 }
 
-// checkSchema refuses to start on a schema that needs `qd migrate`. A
-// database that cannot be reached is not fatal: claims retry on every tick.
+// checkSchema refuses to start on a schema that needs `qd migrate`, or that
+// a newer qd migrated past what this one can run on. A database that
+// cannot be reached is not fatal: claims retry on every tick.
 func (d *daemon) checkSchema(ctx context.Context) error {
 	q, ok := d.queue.(versioned)
 	if !ok {
@@ -282,13 +283,14 @@ func (d *daemon) checkSchema(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	v, err := q.SchemaVersion(ctx)
+	err := q.CheckSchema(ctx)
 	switch {
-	case err != nil:
+	case err == nil:
+	case errors.Is(err, pg.ErrNotMigrated), errors.Is(err, pg.ErrSchemaNewer):
+		return fmt.Errorf("queue: %w", err)
+	default:
 		d.logger.Warn("database not reachable at start-up; will keep trying", "error", err)
 		d.setDBError(err)
-	case v < pg.LatestVersion():
-		return fmt.Errorf("queue schema %q is at version %d, this qd needs %d: run `qd migrate`", q.Schema(), v, pg.LatestVersion())
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/internal/testkit"
+	"github.com/qd-run/qd/pg"
 )
 
 // Ensure `qd status --watch` redraws the daemon's status in place until it
@@ -42,11 +44,13 @@ func TestStatus_Watch(t *testing.T) {
 	}
 }
 
-// Ensure `qd version` prints qd's version, Go's and the platform.
+// Ensure `qd version` prints qd's version, Go's, the platform and the
+// schema version it is built for.
 func TestVersion(t *testing.T) {
 	qd := testkit.MustBuild(t)
 	out := testkit.MustQD(t, qd, "", "version")
-	if !strings.HasPrefix(out, "qd ") || !strings.Contains(out, "go1.") || !strings.Contains(out, "linux/") {
+	if !strings.HasPrefix(out, "qd ") || !strings.Contains(out, "go1.") || !strings.Contains(out, "linux/") ||
+		!strings.Contains(out, fmt.Sprintf("schema %d)", pg.LatestVersion())) {
 		t.Fatalf("qd version printed %q", out)
 	}
 }

@@ -36,6 +36,20 @@
 // versions 1 to 4 as they were shipped (testdata/migrations-v4) and
 // compares them with a fresh one.
 //
+// # Versions side by side
+//
+// Each migration may declare, on a line of its own, "-- floor: N": a qd
+// built for schema version N or later may still run on a schema at the
+// migration's version (its changes are additions the older build does
+// not see). Without the line the floor is the migration's own version.
+// Migrate records the floor in schema_migrations.floor (from version 17,
+// which added the column). A build refuses, with ErrSchemaNewer naming
+// both versions, a schema whose versions past its own have a floor above
+// it: at open, at Migrate, and, for a provider already at work, at the
+// first statement that fails because a function, table or column it names
+// is missing (recheck), so that a daemon left running on a schema a newer
+// qd replaced says why instead of "function does not exist".
+//
 // The functions that touch runs and tasks run with enable_seqscan off. A
 // plpgsql statement keeps the generic plan it first settles on for the
 // life of the session, and a plan made while runs held a few rows (a fresh

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,9 +21,19 @@ var migrationFS embed.FS
 
 type migration struct {
 	version int
-	name    string
-	sql     string
+	// floor is the oldest schema version a qd may be built for and still
+	// run on a schema at this version: the migration's "-- floor: N" line,
+	// else its own version (a change older builds cannot run on).
+	floor int
+	name  string
+	sql   string
 }
+
+// floorSince is the first version whose schema_migrations has the floor
+// column: the rows of earlier versions are written without it.
+const floorSince = 17
+
+var floorLine = regexp.MustCompile(`(?m)^-- floor: ([0-9]+)$`)
 
 // migrations returns the embedded migrations in version order. Their file
 // names start with the version: 001_init.sql. They hold DDL only: tables,
@@ -45,7 +56,14 @@ func migrations() []migration {
 		if err != nil {
 			panic(err)
 		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+		floor := v
+		if m := floorLine.FindSubmatch(b); m != nil {
+			floor, _ = strconv.Atoi(string(m[1]))
+		}
+		if floor > v {
+			panic(fmt.Sprintf("migration %s: floor %d is above its own version", f, floor))
+		}
+		ms = append(ms, migration{version: v, floor: floor, name: base, sql: string(b)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	return ms
@@ -83,13 +101,44 @@ func (p *Provider) SchemaVersion(ctx context.Context) (int, error) {
 	return v, nil
 }
 
+// ErrSchemaNewer is returned by every method, and by Migrate, when a newer
+// qd migrated the schema past what this build can run on: versions this
+// build does not know have a floor above its own version.
+var ErrSchemaNewer = errors.New("the queue schema is newer than this qd: upgrade qd (docs/database.md, \"Upgrading\")")
+
+// checkNewer is the check of a schema at version v, past this build's: it
+// returns an error matching ErrSchemaNewer, naming both versions, unless
+// every version past this build's has a floor this build meets.
+func (p *Provider) checkNewer(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, v int) error {
+	latest := LatestVersion()
+	var floor int
+	err := q.QueryRow(ctx, p.sql(`SELECT coalesce(max(coalesce(floor, version)), 0)
+		FROM {{schema}}.schema_migrations WHERE version > $1`), latest).Scan(&floor)
+	if err != nil {
+		return fmt.Errorf("read the floor of schema %s: %w", p.schema, err)
+	}
+	if floor > latest {
+		return fmt.Errorf("schema %s is at version %d and needs a qd built for version %d or later; this qd is built for version %d: %w",
+			p.schema, v, floor, latest, ErrSchemaNewer)
+	}
+	p.newerOnce.Do(func() {
+		p.logger.Warn("queue schema is newer than this qd, and declared compatible with it", "schema", p.schema,
+			"version", v, "this_qd", latest, "floor", floor)
+	})
+	return nil
+}
+
 // Migrate creates the schema if needed and brings it to LatestVersion, all
 // in one transaction: it applies every migration the schema lacks and
 // then, when it applied any, recreates every function (see the package
 // doc). Concurrent migrations of one schema (several processes running qd
 // migrate) queue on a transaction-scoped advisory lock, so each migration
-// is applied exactly once. A schema already at this build's version, or
-// past it, is left as it is, functions included.
+// is applied exactly once. A schema already at this build's version is left
+// as it is, functions included; one past it too, when this build meets the
+// floor of every version past its own, else Migrate returns an error
+// matching ErrSchemaNewer.
 func (p *Provider) Migrate(ctx context.Context) error {
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -99,6 +148,11 @@ func (p *Provider) Migrate(ctx context.Context) error {
 	applied, err := p.lockVersions(ctx, tx)
 	if err != nil {
 		return err
+	}
+	if v := maxKey(applied); v > LatestVersion() {
+		if err := p.checkNewer(ctx, tx, v); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
 	}
 	var done []string
 	for _, m := range migrations() {
@@ -159,12 +213,24 @@ func (p *Provider) lockVersions(ctx context.Context, tx pgx.Tx) (map[int]bool, e
 	return applied, nil
 }
 
+func maxKey(m map[int]bool) int {
+	top := 0
+	for k := range m {
+		top = max(top, k)
+	}
+	return top
+}
+
 // apply runs one migration's DDL and records its version.
 func (p *Provider) apply(ctx context.Context, tx pgx.Tx, m migration) error {
 	if _, err := tx.Exec(ctx, expand(m.sql, p.q)); err != nil {
 		return fmt.Errorf("migrate %s: apply %s: %w", p.schema, m.name, err)
 	}
-	if _, err := tx.Exec(ctx, p.sql(`INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ($1, $2)`), m.version, m.name); err != nil {
+	insert, args := `INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ($1, $2)`, []any{m.version, m.name}
+	if m.version >= floorSince {
+		insert, args = `INSERT INTO {{schema}}.schema_migrations (version, name, floor) VALUES ($1, $2, $3)`, append(args, m.floor)
+	}
+	if _, err := tx.Exec(ctx, p.sql(insert), args...); err != nil {
 		return fmt.Errorf("migrate %s: record %s: %w", p.schema, m.name, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qd-run/qd/lease"
@@ -55,6 +56,9 @@ type Provider struct {
 	q      string // the schema as a quoted identifier
 	logger hclog.Logger
 	ready  atomic.Bool
+	// newerOnce logs, once, that the schema is newer than this build but
+	// declared compatible with it.
+	newerOnce sync.Once
 
 	// Claims whose outcome is unknown, by token, and the goroutine that
 	// gives their runs back (giveback.go); Close ends it.
@@ -221,11 +225,47 @@ func (p *Provider) checkSchema(ctx context.Context) error {
 	if err != nil {
 		return withPoolerHint(err)
 	}
-	if v < LatestVersion() {
-		return fmt.Errorf("schema %s is at version %d, this qd needs %d: %w", p.schema, v, LatestVersion(), ErrNotMigrated)
+	switch latest := LatestVersion(); {
+	case v < latest:
+		return fmt.Errorf("schema %s is at version %d, this qd needs %d: %w", p.schema, v, latest, ErrNotMigrated)
+	case v > latest:
+		if err := p.checkNewer(ctx, p.pool, v); err != nil {
+			return err
+		}
 	}
 	p.ready.Store(true)
 	return nil
+}
+
+// CheckSchema says whether this build can run on the schema: nil, or an
+// error matching ErrNotMigrated (run qd migrate), ErrSchemaNewer (upgrade
+// qd), or the database's own error when it cannot be read.
+func (p *Provider) CheckSchema(ctx context.Context) error { return p.checkSchema(ctx) }
+
+// schemaGone reports whether err says that a table, column or function the
+// queue's statements name does not exist: the schema changed under a
+// running qd (a newer one migrated it), or was dropped.
+func schemaGone(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42883", "42P01", "42703", "3F000": // undefined function, table, column; invalid schema
+		return true
+	}
+	return false
+}
+
+// recheck is the error of a statement that failed because the schema lacks
+// what it names: the schema is checked again, so that the error says why
+// (a newer qd migrated it, or it is gone), and every later call checks too.
+func (p *Provider) recheck(ctx context.Context, err error) error {
+	p.ready.Store(false)
+	if cerr := p.checkSchema(context.WithoutCancel(ctx)); cerr != nil {
+		return unsent{fmt.Errorf("%w (%v)", cerr, err)}
+	}
+	return err
 }
 
 // inTx runs queue in one READ COMMITTED transaction sent as a single
@@ -239,7 +279,12 @@ func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 	if err != nil {
 		return fmt.Errorf("acquire connection: %w", unsent{err})
 	}
-	defer conn.Release()
+	released := false
+	defer func() {
+		if !released {
+			conn.Release()
+		}
+	}()
 	p.txCount.Add(1)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -250,6 +295,11 @@ func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
 			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // the pool drops it
 		}
+	}
+	if err != nil && schemaGone(err) {
+		conn.Release() // the check takes a connection of its own
+		released = true
+		return p.recheck(ctx, err)
 	}
 	return err
 }

@@ -99,6 +99,8 @@ func dispatch(ctx context.Context, env *Env, args []string) error {
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		return runHelp(env.Stdout, args[1:])
+	case "--version", "-version", "-V":
+		args = append([]string{"version"}, args[1:]...)
 	case completeHelper:
 		return runComplete(ctx, env, args[1:])
 	}
@@ -164,7 +166,7 @@ func unknownCommand(name string) error {
 	return usageErrorf("unknown command %q (see qd help)", name)
 }
 
-// unknownFlag refuses a flag given before any command, such as --version,
+// unknownFlag refuses a flag given before any command, such as --verbose,
 // and points at the command it likely meant.
 func unknownFlag(arg string) error {
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")

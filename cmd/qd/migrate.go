@@ -68,9 +68,12 @@ func runMigrate(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) e
 	if err != nil {
 		return err
 	}
-	if after == before {
+	switch latest := pg.LatestVersion(); {
+	case after > latest:
+		fmt.Fprintf(env.Stdout, "schema %s is at version %d, newer than this qd's %d, which may still run on it; nothing to do\n", schemaName(raw), after, latest)
+	case after == before:
 		fmt.Fprintf(env.Stdout, "schema %s is up to date at version %d\n", schemaName(raw), after)
-	} else {
+	default:
 		fmt.Fprintf(env.Stdout, "schema %s migrated from version %d to %d\n", schemaName(raw), before, after)
 	}
 	return nil

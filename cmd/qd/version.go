@@ -6,18 +6,23 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/qd-run/qd/pg"
 )
 
 var versionCommand = &command{
 	name:    "version",
 	summary: "print qd's version",
 	usage:   "",
+	help: `Prints the version, the Go release it was built with, the platform, and the
+queue schema version it is built for (docs/database.md, "Upgrading").
+qd --version and qd -V print the same.`,
 	setup: func(*flag.FlagSet) runFunc {
 		return func(_ context.Context, env *Env, _ *flag.FlagSet, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s, schema %d)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, pg.LatestVersion())
 			return nil
 		}
 	},

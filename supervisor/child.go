@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ type child struct {
 	outDone     chan struct{}
 	exited      chan struct{} // closed when the child has exited
 	done        chan struct{} // closed when the run is settled and forgotten
+	// settling is set once the run's settlement is on its way: a heartbeat
+	// refused as lease lost after that was overtaken by it, not a loss.
+	settling atomic.Bool
 
 	mu         sync.Mutex
 	pid        int

@@ -39,27 +39,42 @@ func (f *fakeProvider) Settle(ctx context.Context, s ...lease.Settlement) ([]err
 }
 
 // testWriter sends log lines to t.Log until the test ends.
+// and keeps them for text.
 type testWriter struct {
 	mu   sync.Mutex
 	t    testing.TB
 	done bool
+	all  strings.Builder
 }
 
 func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.all.Write(p)
 	if !w.done {
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
 }
 
+// text is everything logged so far.
+func (w *testWriter) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.all.String()
+}
+
 // MustLogger returns a logger writing to tb until it ends.
 func MustLogger(tb testing.TB) hclog.Logger {
 	tb.Helper()
+	log, _ := mustLogger(tb)
+	return log
+}
+
+func mustLogger(tb testing.TB) (hclog.Logger, *testWriter) {
 	w := &testWriter{t: tb}
 	tb.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug})
+	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug}), w
 }
 
 // harness is a supervisor running its loop against an in-memory queue.
@@ -71,6 +86,22 @@ type harness struct {
 	lanes atomic.Int64
 	loops atomic.Int64
 	dones atomic.Int64
+
+	mu   sync.Mutex
+	ends []End // what OnEnd was told, in order
+	log  *testWriter
+}
+
+// endOf returns what OnEnd was told of run id, and whether it was.
+func (h *harness) endOf(id int64) (End, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.ends {
+		if e.Lease.RunID == id {
+			return e, true
+		}
+	}
+	return End{}, false
 }
 
 // MustHarness starts a supervisor; wrap may replace provider methods.
@@ -81,10 +112,12 @@ func MustHarness(t *testing.T, wrap func(*fakeProvider)) *harness {
 	if wrap != nil {
 		wrap(fake)
 	}
-	log := MustLogger(t)
+	log, w := mustLogger(t)
+	h.log = w
 	s, err := New(Config{Provider: fake, Logger: log, StateDir: h.state,
 		Owner: "test", Instance: "i1", OnLoop: func() { h.loops.Add(1) },
-		OnDone: func(string) { h.dones.Add(1) }})
+		OnDone: func(string) { h.dones.Add(1) },
+		OnEnd:  func(e End) { h.mu.Lock(); h.ends = append(h.ends, e); h.mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}

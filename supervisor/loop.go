@@ -278,6 +278,10 @@ func (s *Supervisor) applyBeats(rep beatReply) bool {
 			c.retryBeat(now)
 		case res.Err == nil:
 			c.acked(rep.sentAt, now, res)
+		case errors.Is(res.Err, lease.ErrLeaseLost) && c.settling.Load():
+			// The heartbeat reached the database after the run's own
+			// settlement: the child has exited and its run has ended.
+			c.log.Debug("heartbeat overtaken by the run's settlement")
 		case errors.Is(res.Err, lease.ErrLeaseLost):
 			c.kill(stopLeaseLost, "lease lost")
 			c.log.Error("lease lost; killed the child's group", "error", res.Err)

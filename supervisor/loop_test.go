@@ -132,6 +132,52 @@ func TestSupervisor_Fencing(t *testing.T) {
 	})
 }
 
+// Ensure a heartbeat that reaches the queue after the run's own
+// settlement, and is refused as lease lost, is no loss: the run stays
+// completed, its end says no lease was lost, and nothing is logged as an
+// error.
+func TestSupervisor_HeartbeatOvertakenBySettle(t *testing.T) {
+	t.Parallel()
+	settled := make(chan struct{})
+	var once sync.Once
+	h := MustHarness(t, func(f *fakeProvider) {
+		f.HeartbeatFn = func(ctx context.Context, beats ...lease.Beat) ([]lease.BeatResult, error) {
+			select { // the heartbeat in flight as the child exits arrives late
+			case <-settled:
+			case <-time.After(5 * time.Second):
+			}
+			return f.Provider.Heartbeat(ctx, beats...)
+		}
+		f.SettleFn = func(ctx context.Context, s ...lease.Settlement) ([]error, error) {
+			errs, err := f.Provider.Settle(ctx, s...)
+			once.Do(func() { close(settled) })
+			return errs, err
+		}
+	})
+	l := h.start("sleep 0.3", "{}", Spec{Lease: 3 * time.Second, Heartbeat: 50 * time.Millisecond})
+	if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+		t.Fatalf("run = %s %q, want completed", r.State, r.Summary)
+	}
+	h.waitGone()
+	var e End
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var ok bool
+		if e, ok = h.endOf(l.RunID); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("OnEnd was not told of the run")
+		}
+	}
+	if e.LeaseLost() || e.Reason != "" {
+		t.Errorf("end of a run that completed: reason %q, lease lost %v; want neither", e.Reason, e.LeaseLost())
+	}
+	time.Sleep(200 * time.Millisecond) // the late heartbeat's answer
+	if log := h.log.text(); strings.Contains(log, "[ERROR]") {
+		t.Errorf("a normal end logged an error:\n%s", log)
+	}
+}
+
 func TestSupervisor_Settle(t *testing.T) {
 	t.Run("GroupCommit", func(t *testing.T) {
 		// Ensure runs that end while a Settle call is in flight are settled

@@ -142,6 +142,7 @@ func exitOf(werr error) (code *int, sig string, other error) {
 func (s *Supervisor) finish(c *child, st lease.Settlement, settle bool) {
 	var err error
 	if settle {
+		c.settling.Store(true)
 		c.mu.Lock()
 		expires := c.hb.sentAt + int64(c.spec.Lease)
 		c.mu.Unlock()

@@ -41,6 +41,20 @@ type Snapshot struct {
 	Unserved []UnservedAgent `json:"unserved"`
 	// Containment says how the daemon holds each run's processes together.
 	Containment ContainmentStatus `json:"containment"`
+	// StartsHeld is set while children cannot be started for want of the
+	// daemon's own resources, and until one starts again; absent otherwise.
+	StartsHeld *StartsHeld `json:"starts_held,omitempty"`
+}
+
+// StartsHeld says that the daemon could not start children for want of
+// its own resources (too many open files, no memory, no processes left):
+// it gave the runs back unstarted, their attempts refunded, and claims
+// nothing until Until, backing off while starts keep failing.
+type StartsHeld struct {
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+	Reason    string    `json:"reason"`
+	GivenBack int       `json:"given_back"`
 }
 
 // ContainmentStatus is how a daemon contains its runs: Kind "cgroup" (each

@@ -16,13 +16,20 @@ import (
 // runner adapts the supervisor to the scheduler.
 type runner struct{ d *daemon }
 
-// Running is the agent's running children; while claims wait after a
-// change of database server (see claimHold) it says the agent is full.
+// Running is the agent's running children. While claims wait after a
+// change of database server (see claimHold) or after starts failed for
+// want of resources (startHold), it says the agent is full; once such a
+// hold ends, and until a child starts again, it leaves one slot free, so
+// that a claim takes one task to try rather than a batch to give back.
 func (r runner) Running(agent string) int {
-	if r.d.holding() {
+	if r.d.holding() || r.d.starts.held() {
 		return math.MaxInt32
 	}
-	return r.d.sup.Running(agent)
+	n := r.d.sup.Running(agent)
+	if a := r.d.config().Agent(agent); a != nil && r.d.starts.recovering() {
+		n = max(n, a.Parallel-1)
+	}
+	return n
 }
 
 func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
@@ -34,10 +41,15 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	if r.d.holding() { // the claim ran as the server changed
 		return r.refund(l, "given back unstarted: the database server changed moments ago, and runs it lost may still be running")
 	}
+	if why := r.d.starts.heldBecause(); why != "" { // a claim in flight as starts failed
+		return r.refund(l, "given back unstarted: starts are held: "+why)
+	}
 	sp := spec(conf, a)
 	sp.Claimed = claimed
 	r.d.runStarted(l, cmp.Or(sp.Lease, lease.DefaultLease))
-	return r.d.sup.Start(l, sp)
+	err := r.d.sup.Start(l, sp)
+	r.d.starts.note(err, r.d.logger)
+	return err
 }
 
 // refund gives back, unstarted and with its attempt refunded, a run

@@ -77,6 +77,8 @@ type daemon struct {
 	stateLost  string // see keepStateDir
 
 	lastDog time.Time // guarded by the supervisor loop, its only caller
+
+	starts startHold // claims held after starts failed for want of resources
 }
 
 // Run is the daemon, start to finish: logger, queue, state directory and

@@ -58,6 +58,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		s.Runs = append(s.Runs, runStatus(r, now))
 	}
 	s.DrainingSince = d.sup.DrainingSince()
+	s.StartsHeld = d.starts.status()
 	c := d.sup.Containment()
 	s.Containment = api.ContainmentStatus{Kind: c.Kind, Cgroup: c.Path, Controllers: append([]string{}, c.Controllers...), Reason: c.Reason}
 	sent, failed, dropped := d.notifier.Counts()

@@ -17,9 +17,11 @@ import (
 )
 
 // Start runs the task of l as a child now. It returns ErrShuttingDown once
-// Drain has begun, and an error when the child could not be started; in both
-// cases it settles the run itself (abandoned and refunded, or failed with a
-// summary naming the program and the errno).
+// Drain has begun, an error matching ErrNoResources when the daemon ran out
+// of what it needs to start a child, and another error when the child could
+// not be started; in each case it settles the run itself (abandoned and
+// refunded in the first two, else failed with a summary naming the program
+// and the errno).
 func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	spec = spec.withDefaults()
 	c := s.newChild(l, spec)
@@ -47,8 +49,14 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 	s.children[l.RunID] = c
 	s.mu.Unlock()
 	if err := s.launch(c); err != nil {
-		c.log.Error("cannot start child", "error", err)
 		close(c.exited)
+		if errno, ok := ownFault(err); ok {
+			c.log.Warn("cannot start child: the daemon is out of resources; giving the run back unstarted, its attempt refunded",
+				"error", err, "errno", unix.ErrnoName(errno))
+			go s.finish(c, giveBack(l, "given back unstarted: the daemon could not start it: "+startFailure(l, spec, err).Summary), true)
+			return fmt.Errorf("%w: %w", ErrNoResources, err)
+		}
+		c.log.Error("cannot start child", "error", err)
 		go s.finish(c, startFailure(l, spec, err), true)
 		return fmt.Errorf("start run %d: %w", l.RunID, err)
 	}
@@ -65,8 +73,7 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 func (s *Supervisor) release(c *child, summary string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st := lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, Outcome: lease.RunAbandoned, Refund: true, Summary: summary}
-	errs, err := s.cfg.Provider.Settle(ctx, st)
+	errs, err := s.cfg.Provider.Settle(ctx, giveBack(c.l, summary))
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
@@ -218,6 +225,36 @@ func closeAll(f *os.File, more ...*os.File) {
 			m.Close()
 		}
 	}
+}
+
+// ErrNoResources: a child could not be started for want of something the
+// daemon itself ran out of (descriptors, memory, processes), not for
+// anything of the agent's. Start gave the run back unstarted, its attempt
+// refunded; starting another at once would most likely fail the same way.
+var ErrNoResources = errors.New("the daemon is out of resources to start children")
+
+// ownFault reports whether a start failed for the daemon's own want of
+// resources (EMFILE, ENFILE, ENOMEM, EAGAIN from fork, ENOBUFS), and with
+// which errno. EBADF counts too: the forked child moves its descriptors
+// above the highest one open before exec, which fails so when that number
+// is past the open-file limit. A missing or unrunnable program is the
+// agent's fault.
+func ownFault(err error) (syscall.Errno, bool) {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return 0, false
+	}
+	switch errno {
+	case syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN, syscall.ENOBUFS, syscall.EBADF:
+		return errno, true
+	}
+	return 0, false
+}
+
+// giveBack is the settlement of a run given back unstarted: abandoned,
+// its attempt refunded, claimable again at once.
+func giveBack(l *lease.Lease, summary string) lease.Settlement {
+	return lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunAbandoned, Refund: true, Summary: bound(summary)}
 }
 
 // startFailure is the settlement of a child that could not be started.

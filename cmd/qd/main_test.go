@@ -157,7 +157,7 @@ func TestMain_UsageErrors(t *testing.T) {
 		{[]string{"complete", "abc"}, "", `run id "abc" is not a positive integer`},
 		{[]string{"complete", "1", "--bogus"}, "", "flag provided but not defined: --bogus"},
 		{[]string{"tasks", "--stat", "failed"}, "", "did you mean --state?"},
-		{[]string{"--version"}, "", `did you mean "qd version"?`},
+		{[]string{"--verison"}, "", `did you mean "qd version"?`},
 		{[]string{"heartbeat", "1", "--lease", "0s"}, "", "--lease: must be a positive duration"},
 		{[]string{"fail", "1", "--retry-in=-5s"}, "", "--retry-in: must be a positive duration"},
 		{[]string{"claim", "--wait", "-1"}, "", "--wait"},

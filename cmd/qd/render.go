@@ -66,6 +66,13 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 	if s.LogLinesDropped > 0 {
 		fmt.Fprintf(w, "log:\t%d lines dropped: the daemon's stderr was not being read\n", s.LogLinesDropped)
 	}
+	if h := s.StartsHeld; h != nil {
+		state := "HELD until " + h.Until.Format(time.RFC3339)
+		if !h.Until.After(now) {
+			state = "held until " + h.Until.Format(time.RFC3339) + ", trying again"
+		}
+		fmt.Fprintf(w, "starts:\t%s: %s; %d runs given back unstarted since %s\n", state, h.Reason, h.GivenBack, h.Since.Format(time.RFC3339))
+	}
 	if !s.DrainingSince.IsZero() {
 		fmt.Fprintf(w, "state:\tDRAINING since %s (%s): claims nothing more\n", s.DrainingSince.Format(time.RFC3339), relative(s.DrainingSince, now))
 	}

@@ -78,7 +78,7 @@ var ErrUnknownTask = errors.New("no such task")
 // ErrConflict: the task is in a state that does not allow the request (a
 // cancel of a task already done or failed). The server answers 409; the
 // client's error matches it again.
-var ErrConflict = errors.New("the task's state does not allow it")
+var ErrConflict = errors.New("conflict")
 
 // ProgressPath is the path a child posts to for run id.
 func ProgressPath(runID int64) string {

@@ -57,7 +57,7 @@ func (d *daemon) CancelTask(ctx context.Context, taskID int64) (api.Cancelled, e
 	case errors.Is(err, lease.ErrNotFound):
 		return api.Cancelled{}, fmt.Errorf("task %d: %w", taskID, api.ErrUnknownTask)
 	case errors.Is(err, lease.ErrConflict):
-		return api.Cancelled{}, fmt.Errorf("%w: %v", api.ErrConflict, err)
+		return api.Cancelled{}, fmt.Errorf("%w: task %d is already %s", api.ErrConflict, taskID, state)
 	case err != nil:
 		return api.Cancelled{}, err
 	}

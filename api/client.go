@@ -39,6 +39,10 @@ func (e *NotRunningError) Unwrap() error        { return e.Err }
 // it keeps no connection between calls.
 type Client struct {
 	Path string
+	// Token, when set, is sent with every request (TokenHeader): a run's
+	// QD_RUN_TOKEN, which proves to the daemon that the caller is that
+	// run. Empty for the operator.
+	Token string
 }
 
 // Status asks the daemon for its Snapshot.
@@ -60,8 +64,11 @@ func (c Client) Progress(ctx context.Context, runID int64) error {
 	return fmt.Errorf("report progress of run %d: %w", runID, err)
 }
 
-// CancelTask asks the daemon to stop the run of task id now, if it runs
-// it; the answer's RunID is 0 when it does not.
+// CancelTask asks the daemon to cancel task id: it records the request in
+// the database and stops the task's run now, if it runs it (the answer's
+// RunID is 0 when it does not). The error matches ErrUnknownTask,
+// ErrConflict (the task is done or failed) or ErrRefused (a run may cancel
+// only its own task and those it enqueued).
 func (c Client) CancelTask(ctx context.Context, taskID int64) (Cancelled, error) {
 	var out Cancelled
 	err := c.do(ctx, http.MethodPost, CancelPath(taskID), &out)
@@ -136,6 +143,9 @@ func (c Client) send(ctx context.Context, method, path string, body []byte, out 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if c.Token != "" {
+		req.Header.Set(TokenHeader, c.Token)
+	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return dialError(c.Path, err)
@@ -153,10 +163,16 @@ func (c Client) answer(resp *http.Response, path string, out any) error {
 		return strings.TrimSpace(string(msg))
 	}
 	switch {
+	case resp.StatusCode == http.StatusForbidden:
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrRefused}
+	case resp.StatusCode == http.StatusConflict:
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrConflict}
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/tasks/"):
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownTask}
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
 		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/agents/"):
-		return &unknownAgentError{daemon: c.Path, msg: words()}
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownAgent}
 	case resp.StatusCode == http.StatusBadRequest:
 		return fmt.Errorf("daemon at %s: %w: %s", c.Path, ErrBadRequest, words())
 	case resp.StatusCode/100 != 2:
@@ -191,8 +207,12 @@ func dialError(path string, err error) error {
 	return fmt.Errorf("ask daemon at %s: %w", path, err)
 }
 
-// unknownAgentError carries the daemon's words (which agents it runs).
-type unknownAgentError struct{ daemon, msg string }
+// wordsError carries the daemon's words (which agents it runs, what a run
+// is allowed) and matches the sentinel is.
+type wordsError struct {
+	daemon, msg string
+	is          error
+}
 
-func (e *unknownAgentError) Error() string        { return fmt.Sprintf("daemon at %s: %s", e.daemon, e.msg) }
-func (e *unknownAgentError) Is(target error) bool { return target == ErrUnknownAgent }
+func (e *wordsError) Error() string        { return fmt.Sprintf("daemon at %s: %s", e.daemon, e.msg) }
+func (e *wordsError) Is(target error) bool { return target == e.is }

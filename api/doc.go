@@ -6,26 +6,42 @@
 //
 // # Endpoints
 //
-//	method  path                      writes  answer
-//	GET     /v1/status                no      200, a Snapshot (docs/status.md)
-//	POST    /v1/runs/{id}/progress    yes     204; 404 when the daemon does not run it
-//	POST    /v1/tasks/{id}/cancel     yes     200, a Cancelled (run 0: not run here)
-//	POST    /v1/agents/{name}/wake    yes     204; 404 naming the agents it runs
-//	POST    /v1/tasks                 yes     200, an Enqueued; 400 for an invalid task
-//	GET     /v1/metrics               no      200, Prometheus text format (docs/metrics.md)
+//	method  path                      writes  who may call           answer
+//	GET     /v1/status                no      anyone                 200, a Snapshot (docs/status.md)
+//	POST    /v1/runs/{id}/progress    yes     operator; run: itself  204; 404 when the daemon does not run it
+//	POST    /v1/tasks/{id}/cancel     yes     operator; run: its own 200, a Cancelled (run 0: not run here);
+//	                                          task, tasks it         404 no such task; 409 done or failed
+//	                                          enqueued
+//	POST    /v1/agents/{name}/wake    yes     anyone                 204; 404 naming the agents it runs
+//	POST    /v1/tasks                 yes     anyone                 200, an Enqueued; 400 for an invalid task
+//	GET     /v1/metrics               no      anyone                 200, Prometheus text format (docs/metrics.md)
 //
 // A progress report counts as output for the agent's stall_timeout; the
-// daemon keeps the lease itself. A cancel stops the run of a task that the
-// caller has already marked cancelled in the database. A wake claims for
-// the agent at once instead of at its next tick. An enqueue adds a task
-// (an EnqueueRequest, at most 3 MiB) to the daemon's own queue and records
-// the run whose process group sent it. The metrics are the daemon's
-// Prometheus exposition, for a scraper that reads the socket or for
-// `curl --unix-socket SOCKET http://qd/v1/metrics`. The daemon logs every
-// write with the peer's pid (SO_PEERCRED, PeerPID) and, for a child, its
-// run. Every endpoint is on Server.routes and on
-// the Daemon interface, one method each. The package must not import any
-// other package of qd: the daemon implements Daemon, not the other way.
+// daemon keeps the lease itself. A cancel records the request in the
+// database and stops the task's run at once when the daemon runs it. A
+// wake claims for the agent at once instead of at its next tick. An
+// enqueue adds a task (an EnqueueRequest, at most 3 MiB) to the daemon's
+// own queue and records the calling run as its parent. The metrics are the
+// daemon's Prometheus exposition, for a scraper that reads the socket or
+// for `curl --unix-socket SOCKET http://qd/v1/metrics`. Every endpoint is
+// on Server.routes and on the Daemon interface, one method each. The
+// package must not import any other package of qd: the daemon implements
+// Daemon, not the other way.
+//
+// # Callers
+//
+// Every child runs as the daemon's user, so the server proves the caller
+// of each request once, before its route (Server.identify, caller.go), and
+// puts it in the request's context (CallerOf). A run is proved by its
+// token (TokenHeader, the child's QD_RUN_TOKEN), or, without one, by the
+// peer's process (PeerPID, SO_PEERCRED) being in the run's process group
+// or cgroup; anyone else is the operator. A token of no live run, a token
+// sent from another run's process, and a peer that is gone are refused. The
+// operator may do everything; each route's rule (route.who) decides what a
+// run may: progress for itself only, cancel of its own task and those it
+// enqueued only. A refusal is 403 with one line saying what is allowed,
+// matching ErrRefused at the client; the server logs it with the peer's
+// pid and run, and the daemon logs every write with them.
 //
 // # The socket
 //

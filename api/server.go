@@ -29,24 +29,38 @@ type Daemon interface {
 	// Progress records that the child of run id made progress; it returns
 	// an error matching ErrUnknownRun when the daemon does not run it.
 	Progress(ctx context.Context, runID int64) error
-	// CancelTask stops at once the run of task id if the daemon runs it,
-	// and returns that run's id, or 0. The task is already marked in the
-	// database by the caller.
-	CancelTask(ctx context.Context, taskID int64) (runID int64, err error)
+	// CancelTask records a cancel request for task id in the database and
+	// stops at once the task's run if the daemon runs it. The answer has
+	// the task's state after the request and the run stopped (0 for none).
+	// An error matches ErrUnknownTask when there is no such task, and
+	// ErrConflict when it is already done or failed.
+	CancelTask(ctx context.Context, taskID int64) (Cancelled, error)
 	// Wake claims for agent now; an error matching ErrUnknownAgent, naming
 	// the agents the daemon runs, when it runs no such agent.
 	Wake(ctx context.Context, agent string) error
-	// Enqueue adds a task to the daemon's queue; an error matching
-	// ErrBadRequest when the task is invalid.
+	// Enqueue adds a task to the daemon's queue, its parent_run the
+	// caller's run (CallerOf); an error matching ErrBadRequest when the
+	// task is invalid.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
 	// Metrics is the handler of GET /v1/metrics, the Prometheus
 	// exposition; nil answers 404.
 	Metrics() http.Handler
+
+	// RunOfToken returns the live run whose child was given token (its
+	// QD_RUN_TOKEN), zero when none was.
+	RunOfToken(token string) RunRef
+	// RunOfPeer returns the live run that process pid belongs to (its
+	// process group, or its cgroup), zero when none does or pid is 0
+	// (unknown); an error when there is no process pid (it is gone).
+	RunOfPeer(pid int) (RunRef, error)
+	// TaskParent returns the run that enqueued task id, 0 when none did;
+	// an error matching ErrUnknownTask when there is no such task.
+	TaskParent(ctx context.Context, taskID int64) (int64, error)
 }
 
 // PeerPID is the pid of the process that sent the request in ctx (read
-// from the socket, SO_PEERCRED), 0 when unknown. The daemon logs it with
-// every write.
+// from the socket, SO_PEERCRED), 0 when unknown. The server proves the
+// caller from it (CallerOf); the daemon logs it with every write.
 func PeerPID(ctx context.Context) int {
 	if c, ok := ctx.Value(connKey{}).(net.Conn); ok {
 		return peerPID(c)
@@ -104,7 +118,7 @@ func Listen(path string, d Daemon, logger hclog.Logger) (*Server, error) {
 		if rt.body > 0 {
 			limit = rt.body
 		}
-		mux.Handle(rt.pattern, http.MaxBytesHandler(rt.handler, limit))
+		mux.Handle(rt.pattern, http.MaxBytesHandler(s.guard(rt), limit))
 	}
 	s.mux = mux
 	s.hs = &http.Server{
@@ -158,23 +172,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.closeErr
 }
 
-// route is one endpoint: its method and path, its handler, and the most
-// body it reads (maxBodyBytes when 0).
+// route is one endpoint: its method and path, its handler, the most body
+// it reads (maxBodyBytes when 0), and who may call it (nil: anyone).
 type route struct {
 	pattern string
 	handler http.HandlerFunc
 	body    int64
+	who     rule
 }
 
 // routes is the API, every endpoint of it; the package doc lists them.
 func (s *Server) routes() []route {
 	return []route{
-		{"GET " + StatusPath, s.handleStatus, 0},
-		{"POST " + progressPattern, s.handleProgress, 0},
-		{"POST " + cancelPattern, s.handleCancel, 0},
-		{"POST " + wakePattern, s.handleWake, 0},
-		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes},
-		{"GET " + MetricsPath, s.handleMetrics, 0},
+		{"GET " + StatusPath, s.handleStatus, 0, anyone},
+		{"POST " + progressPattern, s.handleProgress, 0, ownRun},
+		{"POST " + cancelPattern, s.handleCancel, 0, ownTasks},
+		{"POST " + wakePattern, s.handleWake, 0, anyone},
+		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
+		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
 	}
 }
 
@@ -192,7 +207,7 @@ func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.d.Progress(r.Context(), id); err != nil {
-		fail(w, err, ErrUnknownRun, http.StatusNotFound)
+		fail(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -203,17 +218,17 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	run, err := s.d.CancelTask(r.Context(), id)
+	res, err := s.d.CancelTask(r.Context(), id)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		fail(w, err)
 		return
 	}
-	s.writeJSON(w, Cancelled{TaskID: id, RunID: run})
+	s.writeJSON(w, res)
 }
 
 func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
 	if err := s.d.Wake(r.Context(), r.PathValue("name")); err != nil {
-		fail(w, err, ErrUnknownAgent, http.StatusNotFound)
+		fail(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -229,7 +244,7 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.d.Enqueue(r.Context(), req)
 	if err != nil {
-		fail(w, err, ErrBadRequest, http.StatusBadRequest)
+		fail(w, err)
 		return
 	}
 	s.writeJSON(w, res)
@@ -255,10 +270,19 @@ func pathID(w http.ResponseWriter, r *http.Request, of string) (int64, bool) {
 	return id, true
 }
 
-// fail answers err with code when it matches sentinel, else 500.
-func fail(w http.ResponseWriter, err, sentinel error, code int) {
-	if !errors.Is(err, sentinel) {
-		code = http.StatusInternalServerError
+// fail answers err with the status of the API's sentinel it matches, else
+// 500.
+func fail(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrRefused):
+		code = http.StatusForbidden
+	case errors.Is(err, ErrBadRequest):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrUnknownRun), errors.Is(err, ErrUnknownAgent), errors.Is(err, ErrUnknownTask):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
 	}
 	http.Error(w, err.Error(), code)
 }

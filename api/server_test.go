@@ -41,38 +41,82 @@ type fakeDaemon struct {
 	status   func(ctx context.Context) Snapshot
 	progress func(ctx context.Context, runID int64) error
 	metrics  http.Handler
+	// tokens names the live runs' tokens; peer is the run of every peer
+	// (none when nil); parents the parent_run of tasks, missing for none.
+	tokens  map[string]RunRef
+	peer    func(pid int) (RunRef, error)
+	parents map[int64]int64
+	// calls counts the calls of the endpoints' methods.
+	calls *atomic.Int64
+}
+
+func (f fakeDaemon) called() {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 }
 
 func (f fakeDaemon) Metrics() http.Handler { return f.metrics }
 
-func (f fakeDaemon) Status(ctx context.Context) Snapshot { return f.status(ctx) }
-
-func (f fakeDaemon) CancelTask(_ context.Context, taskID int64) (int64, error) {
-	if taskID == 5 {
-		return 50, nil
+func (f fakeDaemon) Status(ctx context.Context) Snapshot {
+	f.called()
+	if f.status == nil {
+		return Snapshot{}
 	}
-	return 0, nil
+	return f.status(ctx)
+}
+
+func (f fakeDaemon) CancelTask(_ context.Context, taskID int64) (Cancelled, error) {
+	f.called()
+	switch taskID {
+	case 5:
+		return Cancelled{TaskID: 5, State: "running", RunID: 50}, nil
+	case 404:
+		return Cancelled{}, fmt.Errorf("task 404: %w", ErrUnknownTask)
+	case 409:
+		return Cancelled{}, fmt.Errorf("%w: task 409 is done", ErrConflict)
+	}
+	return Cancelled{TaskID: taskID, State: "cancelled"}, nil
 }
 
 func (f fakeDaemon) Wake(_ context.Context, agent string) error {
+	f.called()
 	if agent != "builder" {
 		return fmt.Errorf("agent %q: %w; it runs: builder", agent, ErrUnknownAgent)
 	}
 	return nil
 }
 
-func (f fakeDaemon) Enqueue(_ context.Context, req EnqueueRequest) (Enqueued, error) {
+func (f fakeDaemon) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
+	f.called()
 	if req.Lane == "" {
 		return Enqueued{}, fmt.Errorf("lane is empty: %w", ErrBadRequest)
 	}
-	return Enqueued{TaskID: 9, Woken: req.Wake}, nil
+	return Enqueued{TaskID: 9, Woken: req.Wake, ParentRun: CallerOf(ctx).RunID}, nil
 }
 
 func (f fakeDaemon) Progress(ctx context.Context, runID int64) error {
+	f.called()
 	if f.progress == nil {
 		return nil
 	}
 	return f.progress(ctx, runID)
+}
+
+func (f fakeDaemon) RunOfToken(token string) RunRef { return f.tokens[token] }
+
+func (f fakeDaemon) RunOfPeer(pid int) (RunRef, error) {
+	if f.peer == nil {
+		return RunRef{}, nil
+	}
+	return f.peer(pid)
+}
+
+func (f fakeDaemon) TaskParent(_ context.Context, taskID int64) (int64, error) {
+	if taskID == 404 {
+		return 0, fmt.Errorf("task 404: %w", ErrUnknownTask)
+	}
+	return f.parents[taskID], nil
 }
 
 func fixedSnapshot(name string) fakeDaemon {
@@ -602,19 +646,26 @@ func TestClient_Progress(t *testing.T) {
 	}
 }
 
-// Ensure a cancel answers with the run the daemon stopped (0 for none), a
-// wake of an agent the daemon runs succeeds, and one of an agent it does
+// Ensure a cancel answers with the task's state and the run the daemon
+// stopped (0 for none), an unknown or finished task comes back as
+// ErrUnknownTask or ErrConflict, a wake of an agent the daemon runs succeeds, and one of an agent it does
 // not run matches ErrUnknownAgent and says which it runs.
 func TestClient_CancelAndWake(t *testing.T) {
 	path := socketPath(t)
 	MustListen(t, path, fixedSnapshot("ctl"))
 	c := Client{Path: path}
 	ctx := context.Background()
-	if got, err := c.CancelTask(ctx, 5); err != nil || got != (Cancelled{TaskID: 5, RunID: 50}) {
+	if got, err := c.CancelTask(ctx, 5); err != nil || got != (Cancelled{TaskID: 5, State: "running", RunID: 50}) {
 		t.Errorf("cancel task 5: %+v, %v; want run 50 stopped", got, err)
 	}
-	if got, err := c.CancelTask(ctx, 6); err != nil || got.RunID != 0 {
-		t.Errorf("cancel task 6: %+v, %v; want no run stopped", got, err)
+	if got, err := c.CancelTask(ctx, 6); err != nil || got != (Cancelled{TaskID: 6, State: "cancelled"}) {
+		t.Errorf("cancel task 6: %+v, %v; want cancelled, no run stopped", got, err)
+	}
+	if _, err := c.CancelTask(ctx, 404); !errors.Is(err, ErrUnknownTask) || !strings.Contains(err.Error(), "task 404") {
+		t.Errorf("cancel task 404: %v; want ErrUnknownTask naming it", err)
+	}
+	if _, err := c.CancelTask(ctx, 409); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "is done") {
+		t.Errorf("cancel task 409: %v; want ErrConflict with the daemon's words", err)
 	}
 	if err := c.Wake(ctx, "builder"); err != nil {
 		t.Errorf("wake builder: %v", err)

@@ -16,8 +16,9 @@ const (
 	// progressPattern takes POST with no body: the child of run {id} made
 	// progress (see ProgressPath).
 	progressPattern = "/v1/runs/{id}/progress"
-	// cancelPattern takes POST with no body: stop the run of task {id} now,
-	// if this daemon runs it; answers a Cancelled.
+	// cancelPattern takes POST with no body: cancel task {id} in the
+	// database and stop its run now, if this daemon runs it; answers a
+	// Cancelled.
 	cancelPattern = "/v1/tasks/{id}/cancel"
 	// wakePattern takes POST with no body: claim for agent {name} now.
 	wakePattern = "/v1/agents/{name}/wake"
@@ -44,9 +45,9 @@ type EnqueueRequest struct {
 	Wake bool `json:"wake,omitempty"`
 }
 
-// Enqueued answers an EnqueueRequest. ParentRun is the run whose child sent
-// it, found from the sender's process group (0 when the sender is not one
-// of the daemon's children); Woken says whether the daemon claims for the
+// Enqueued answers an EnqueueRequest. ParentRun is the run that sent it,
+// proved by its token or by the sender's process group or cgroup (0 for
+// the operator: a sender that is none of the daemon's runs); Woken says whether the daemon claims for the
 // agent at once (it runs it, and the request asked).
 type Enqueued struct {
 	TaskID    int64 `json:"task_id"`
@@ -59,13 +60,25 @@ type Enqueued struct {
 // that is not JSON); the server answers 400 and the message says why.
 var ErrBadRequest = errors.New("invalid request")
 
-// Cancelled answers a cancel: the run this daemon stopped, 0 when it runs
-// no run of the task (another daemon may; it learns of the cancel from the
-// database within about a second).
+// Cancelled answers a cancel, which the daemon has recorded in the
+// database: the task's state after it ("cancelled" when it was queued,
+// "running" while its run stops), and the run this daemon stopped, 0 when
+// it runs no run of the task (another daemon may; it learns of the cancel
+// from the database within about a second).
 type Cancelled struct {
-	TaskID int64 `json:"task_id"`
-	RunID  int64 `json:"run_id"`
+	TaskID int64  `json:"task_id"`
+	State  string `json:"state"`
+	RunID  int64  `json:"run_id"`
 }
+
+// ErrUnknownTask: there is no task of the id in a cancel. The server
+// answers 404; the client's error matches it again.
+var ErrUnknownTask = errors.New("no such task")
+
+// ErrConflict: the task is in a state that does not allow the request (a
+// cancel of a task already done or failed). The server answers 409; the
+// client's error matches it again.
+var ErrConflict = errors.New("conflict")
 
 // ProgressPath is the path a child posts to for run id.
 func ProgressPath(runID int64) string {

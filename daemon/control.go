@@ -11,23 +11,62 @@ import (
 	"github.com/qd-run/qd/lease"
 )
 
-// peer names, for the log, the process behind a request on the socket: its
-// pid and, when it belongs to a child's process group, the run.
-func (d *daemon) peer(ctx context.Context) []any {
-	pid := api.PeerPID(ctx)
-	if run := d.sup.RunOfProcess(pid); run != 0 {
-		return []any{"peer_pid", pid, "peer_run", run}
+// peer names, for the log, who sent a request on the socket: its pid and,
+// for a run, the run and how it was proved (api.CallerOf).
+func peer(ctx context.Context) []any {
+	c := api.CallerOf(ctx)
+	if c.Operator() {
+		return []any{"peer_pid", c.PID}
 	}
-	return []any{"peer_pid", pid}
+	return []any{"peer_pid", c.PID, "peer_run", c.RunID, "proved_by", c.By}
 }
 
-// CancelTask is POST /v1/tasks/{id}/cancel: `qd cancel` on this host has
-// marked the task, and the daemon stops its run now instead of at the
-// run's next heartbeat.
-func (d *daemon) CancelTask(ctx context.Context, taskID int64) (int64, error) {
-	run := d.sup.CancelTask(taskID)
-	d.logger.Info("cancel through the socket", append([]any{"task_id", taskID, "run_id", run}, d.peer(ctx)...)...)
-	return run, nil
+// RunOfToken is the live run whose child holds token (QD_RUN_TOKEN).
+func (d *daemon) RunOfToken(token string) api.RunRef {
+	r := d.sup.RunOfToken(token)
+	return api.RunRef{RunID: r.RunID, TaskID: r.TaskID}
+}
+
+// RunOfPeer is the live run whose process group or cgroup holds pid.
+func (d *daemon) RunOfPeer(pid int) (api.RunRef, error) {
+	r, err := d.sup.RunOfProcess(pid)
+	return api.RunRef{RunID: r.RunID, TaskID: r.TaskID}, err
+}
+
+// TaskParent is the run that enqueued task id, for the rule that lets a
+// run cancel the tasks it enqueued.
+func (d *daemon) TaskParent(ctx context.Context, taskID int64) (int64, error) {
+	t, err := d.queue.Task(ctx, taskID)
+	if errors.Is(err, lease.ErrNotFound) {
+		return 0, fmt.Errorf("task %d: %w", taskID, api.ErrUnknownTask)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("look up task %d: %w", taskID, err)
+	}
+	return t.ParentRun, nil
+}
+
+// CancelTask is POST /v1/tasks/{id}/cancel: the cancel is recorded in the
+// database first, as `qd cancel` does (a queued task is cancelled there
+// and then), and the daemon stops the task's run now if it runs it,
+// instead of at the run's next poll. A run stopped so settles as
+// cancelled, which only a recorded request may cause.
+func (d *daemon) CancelTask(ctx context.Context, taskID int64) (api.Cancelled, error) {
+	state, err := d.queue.Cancel(ctx, taskID)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return api.Cancelled{}, fmt.Errorf("task %d: %w", taskID, api.ErrUnknownTask)
+	case errors.Is(err, lease.ErrConflict):
+		return api.Cancelled{}, fmt.Errorf("%w: task %d is already %s", api.ErrConflict, taskID, state)
+	case err != nil:
+		return api.Cancelled{}, err
+	}
+	res := api.Cancelled{TaskID: taskID, State: string(state)}
+	if state == lease.TaskRunning {
+		res.RunID = d.sup.CancelTask(taskID)
+	}
+	d.logger.Info("cancel through the socket", append([]any{"task_id", taskID, "state", state, "run_id", res.RunID}, peer(ctx)...)...)
+	return res, nil
 }
 
 // Wake is POST /v1/agents/{name}/wake: a task was just enqueued for agent
@@ -36,7 +75,7 @@ func (d *daemon) Wake(ctx context.Context, agent string) error {
 	if !d.sched.Wake(agent) {
 		return fmt.Errorf("agent %q: %w; it runs: %s", agent, api.ErrUnknownAgent, d.agentList())
 	}
-	d.logger.Info("wake through the socket", append([]any{"agent", agent}, d.peer(ctx)...)...)
+	d.logger.Info("wake through the socket", append([]any{"agent", agent}, peer(ctx)...)...)
 	return nil
 }
 
@@ -49,13 +88,12 @@ func (d *daemon) agentList() string {
 }
 
 // Enqueue is POST /v1/tasks: a task added to this daemon's queue, usually
-// a follow-up an agent enqueues (it has no database URL). The run whose
-// process group sent it is recorded as the task's parent.
+// a follow-up an agent enqueues (it has no database URL). The run that
+// sent it (api.CallerOf) is recorded as the task's parent.
 func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enqueued, error) {
-	pid := api.PeerPID(ctx)
 	p := lease.EnqueueParams{Lane: req.Lane, Agent: req.Agent, Payload: req.Payload, Priority: req.Priority,
 		RunAfter: req.RunAfter, Delay: time.Duration(req.DelaySeconds * float64(time.Second)),
-		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: d.sup.RunOfProcess(pid)}
+		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: api.CallerOf(ctx).RunID}
 	if err := lease.ValidateEnqueue(&p); err != nil {
 		return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
@@ -72,6 +110,6 @@ func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enque
 		res.Woken = d.sched.Wake(p.Agent)
 	}
 	d.logger.Info("enqueue through the socket", append([]any{"task_id", id, "lane", p.Lane, "agent", p.Agent,
-		"existed", existed, "woken", res.Woken}, d.peer(ctx)...)...)
+		"existed", existed, "woken", res.Woken}, peer(ctx)...)...)
 	return res, nil
 }

@@ -38,6 +38,11 @@ type figures struct {
 	restoreLost int
 	drains      []string // how long the many-lanes scenarios took to drain
 	clockShifts []string // what clock jumps did to ticks
+
+	// hostileSent counts a hostile agent's socket requests at other runs,
+	// hostileRefused those refused, hostileEffects what any of them
+	// changed of those runs.
+	hostileSent, hostileRefused, hostileEffects int
 }
 
 var fig = &figures{faults: map[string]int{}}
@@ -112,6 +117,7 @@ func (f *figures) report(w io.Writer, code int) {
 	row("bad inputs rejected", fmt.Sprintf("%d/%d", f.badRejected, f.badTotal))
 	row("daemon RSS max under flood", fmt.Sprintf("%d MiB", f.maxRSS/1024))
 	row("lost by a restore itself (async failover)", f.restoreLost)
+	row("hostile socket requests refused, effects on other runs", fmt.Sprintf("%d/%d, %d", f.hostileRefused, f.hostileSent, f.hostileEffects))
 	for _, d := range f.drains {
 		row("drain time", d)
 	}

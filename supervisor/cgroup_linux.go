@@ -386,6 +386,24 @@ type runCgroup struct {
 	gen int
 }
 
+// cgroupOf is the cgroup (its directory) that process pid is in, "" when
+// runs have no cgroups or it cannot be read.
+func (t *cgroupTree) cgroupOf(pid int) string {
+	if t == nil {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rel, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(t.plan.mount, rel)
+		}
+	}
+	return ""
+}
+
 // holder is the generation of the slot's current run, for liveCPU.
 func (g *runCgroup) holder() int {
 	g.mu.Lock()

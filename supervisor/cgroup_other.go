@@ -41,6 +41,8 @@ func (*runCgroup) end(hclog.Logger) Usage { return Usage{} }
 
 func (*cgroupTree) idleSlots() int { return 0 }
 
+func (*cgroupTree) cgroupOf(int) string { return "" }
+
 func (*runCgroup) holder() int { return 0 }
 
 func (*runCgroup) liveCPU(int) *time.Duration { return nil }

@@ -21,6 +21,10 @@ type child struct {
 	log     hclog.Logger
 	started time.Time // wall clock, for display
 	startNs int64     // supervisor mono
+	// token is the run's secret, QD_RUN_TOKEN in the child's environment:
+	// it proves the run on the daemon's socket (RunOfToken). It is never
+	// logged nor stored.
+	token string
 
 	cmd *exec.Cmd
 	// cg is the run's cgroup, nil when it has none, and cgGen the run's

@@ -13,6 +13,9 @@
 // stdin; the environment is an allowlist of the daemon's (PATH, HOME, USER,
 // LANG, LC_*, TZ and the like) plus the QD_ variables and the agent's own
 // env, so database URLs, PG* variables and systemd's sockets never leak.
+// QD_RUN_TOKEN is a random secret made for each run and kept only in its
+// child handle: the daemon's socket takes it as proof of the run
+// (RunOfToken), and knows a run by its processes too (RunOfProcess).
 // stdout and stderr go to <StateDir>/runs/<run_id>.log (created with the
 // first output: a run that writes nothing has none), through pipes the
 // supervisor owns and reads with fixed buffers: endless output, endless lines

@@ -8,6 +8,10 @@ import (
 	"github.com/qd-run/qd/lease"
 )
 
+// TokenEnv is the variable that gives a child its run's token, which proves
+// the run on the daemon's socket.
+const TokenEnv = "QD_RUN_TOKEN"
+
 // allowedEnv names the daemon variables a child inherits. Anything else (the
 // database URL, PG*, NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*) stays behind.
 var allowedEnv = map[string]bool{
@@ -21,8 +25,8 @@ func inherited(name string) bool {
 
 // childEnv builds a child's environment from parent (os.Environ form): the
 // allowlisted variables, then the agent's env, then the QD_ variables, which
-// nothing may override.
-func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string) []string {
+// nothing may override; token is the run's QD_RUN_TOKEN.
+func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string, token string) []string {
 	m := map[string]string{}
 	for _, kv := range parent {
 		if k, v, ok := strings.Cut(kv, "="); ok && inherited(k) {
@@ -38,6 +42,7 @@ func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string) []str
 	m["QD_AGENT"] = l.Agent
 	m["QD_ATTEMPT"] = strconv.Itoa(l.Attempt)
 	m["QD_MAX_ATTEMPTS"] = strconv.Itoa(l.MaxAttempts)
+	m[TokenEnv] = token
 	env := make([]string, 0, len(m))
 	for k, v := range m {
 		env = append(env, k+"="+v)

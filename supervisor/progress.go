@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"syscall"
@@ -25,24 +26,56 @@ func (s *Supervisor) Progress(runID int64) error {
 	return nil
 }
 
-// RunOfProcess returns the run whose child's process group holds pid (the
-// child itself, or a `qd` it started), 0 when none does: the daemon names
-// the run behind a request on its socket.
-func (s *Supervisor) RunOfProcess(pid int) int64 {
+// RunRef names a live run and its task.
+type RunRef struct {
+	RunID, TaskID int64
+}
+
+// ErrNoProcess: the process named is gone (or was never there), so no
+// run can be told from it.
+var ErrNoProcess = errors.New("no such process")
+
+// RunOfProcess returns the run that process pid belongs to: the one whose
+// child's process group holds it (the child itself, or a `qd` it
+// started), or, where runs have cgroups, the one whose cgroup holds it (a
+// process that left the group with setsid is still in its run's cgroup).
+// It is zero when no live run holds pid or pid is 0 (unknown), and
+// ErrNoProcess when pid is gone: the daemon names the run behind a request
+// on its socket.
+func (s *Supervisor) RunOfProcess(pid int) (RunRef, error) {
 	if pid <= 0 {
-		return 0
+		return RunRef{}, nil // unknown: the platform does not say
 	}
 	pgid, err := syscall.Getpgid(pid)
 	if err != nil {
-		return 0
+		return RunRef{}, fmt.Errorf("process %d: %w", pid, ErrNoProcess)
 	}
+	cgroup := s.cg.cgroupOf(pid)
 	for _, c := range s.live() {
 		c.mu.Lock()
-		leader := c.pid
+		leader, cg := c.pid, c.cg
 		c.mu.Unlock()
-		if leader == pgid {
-			return c.l.RunID
+		if leader == pgid || (cgroup != "" && cg != nil && cg.path == cgroup) {
+			return RunRef{RunID: c.l.RunID, TaskID: c.l.TaskID}, nil
 		}
 	}
-	return 0
+	return RunRef{}, nil
+}
+
+// RunOfToken returns the live run whose child was given token (its
+// QD_RUN_TOKEN), zero when none was: the run ended, or the token was never
+// this supervisor's.
+func (s *Supervisor) RunOfToken(token string) RunRef {
+	if token == "" {
+		return RunRef{}
+	}
+	var found RunRef
+	for _, c := range s.live() {
+		// Every live token is compared, in constant time, so how long
+		// the answer takes says nothing of which matched, or how nearly.
+		if subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) == 1 {
+			found = RunRef{RunID: c.l.RunID, TaskID: c.l.TaskID}
+		}
+	}
+	return found
 }

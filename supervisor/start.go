@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +90,7 @@ func (s *Supervisor) newChild(l *lease.Lease, spec Spec) *child {
 		sent = min(now, int64(spec.Claimed.Sub(s.epoch)))
 	}
 	c := &child{
-		l: l, spec: spec, started: time.Now(), startNs: now,
+		l: l, spec: spec, started: time.Now(), startNs: now, token: rand.Text(),
 		log:     s.log.With("run_id", l.RunID, "task_id", l.TaskID, "agent", spec.Agent),
 		out:     newOutput(nil),
 		outDone: make(chan struct{}),
@@ -125,7 +126,7 @@ func (s *Supervisor) launch(c *child) error {
 		closeAll(nil, ends[:]...)
 		return fmt.Errorf("create pipe: %w", err)
 	}
-	env := childEnv(os.Environ(), c.l, c.spec.Env)
+	env := childEnv(os.Environ(), c.l, c.spec.Env, c.token)
 	var cmd *exec.Cmd
 	if err = s.contain(c); err != nil {
 		closeAll(nil, ends[:]...)

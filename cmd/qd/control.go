@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -16,7 +18,13 @@ var cancelCommand = &command{
 	help: `A queued task becomes cancelled at once. A running task is marked; the
 supervisor or client holding it learns this at its next heartbeat, stops the
 work and settles the run as cancelled. Exits 1 when the task is already done or
-failed.`,
+failed.
+
+Inside an agent run by ` + "`qd run`" + ` (QD_SOCKET set, no --db and no
+QD_DATABASE_URL) the cancel goes through the daemon's socket, which records it
+in the database and stops the run at once when it runs it. A run may cancel
+only its own task and the tasks it enqueued: the daemon refuses any other, and
+qd exits 1.`,
 	db:    true,
 	setup: func(*flag.FlagSet) runFunc { return runCancel },
 }
@@ -31,6 +39,13 @@ var retryCommand = &command{
 }
 
 func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
+	if sock, ok := viaSocket(env); ok {
+		id, err := oneID("task", args)
+		if err != nil {
+			return err
+		}
+		return cancelViaSocket(ctx, env, sock, id)
+	}
 	id, prov, err := env.idAndProvider(ctx, "task", args)
 	if err != nil {
 		return err
@@ -52,7 +67,7 @@ func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) er
 // or left to the daemon that runs it, which polls for cancels every second
 // (a holder that is not a daemon learns it at its next `qd heartbeat`).
 func stopRunning(ctx context.Context, env *Env, id int64) string {
-	elsewhere := fmt.Sprintf("task %d is running elsewhere; cancel requested: its daemon stops it within about a second (a `qd claim` holder at its next heartbeat)", id)
+	elsewhere := runningElsewhere(id)
 	c, ok := env.localDaemon()
 	if !ok {
 		return elsewhere
@@ -64,6 +79,37 @@ func stopRunning(ctx context.Context, env *Env, id int64) string {
 		return elsewhere
 	}
 	return fmt.Sprintf("task %d cancelled: run %d stopped now by the daemon on this host", id, res.RunID)
+}
+
+// cancelViaSocket cancels task id through the daemon whose child this is:
+// the daemon records the request in its queue and stops the run if it
+// runs it. The daemon's refusal (not this run's task, nor one it enqueued)
+// is printed as it said it, and exits 1.
+func cancelViaSocket(ctx context.Context, env *Env, sock string, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	res, err := env.socketClient(sock).CancelTask(ctx, id)
+	switch {
+	case errors.Is(err, api.ErrRefused), errors.Is(err, api.ErrUnknownTask), errors.Is(err, api.ErrConflict):
+		return err
+	case err != nil:
+		return fmt.Errorf("cancel task %d through the daemon socket %s: %w", id, sock, err)
+	}
+	switch {
+	case res.State != string(lease.TaskRunning):
+		fmt.Fprintf(env.Stdout, "task %d %s\n", id, res.State)
+	case res.RunID != 0:
+		fmt.Fprintf(env.Stdout, "task %d cancelled: run %d stopped now by the daemon on this host\n", id, res.RunID)
+	default:
+		fmt.Fprintln(env.Stdout, runningElsewhere(id))
+	}
+	return nil
+}
+
+// runningElsewhere says a cancel of running task id is recorded, for the
+// daemon that runs it to act on.
+func runningElsewhere(id int64) string {
+	return fmt.Sprintf("task %d is running elsewhere; cancel requested: its daemon stops it within about a second (a `qd claim` holder at its next heartbeat)", id)
 }
 
 func runRetry(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {

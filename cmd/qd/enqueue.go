@@ -119,7 +119,7 @@ func readPayload(stdin io.Reader, args []string) (json.RawMessage, error) {
 func enqueueViaSocket(ctx context.Context, env *Env, sock string, p lease.EnqueueParams) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	res, err := api.Client{Path: sock}.Enqueue(ctx, toRequest(p))
+	res, err := env.socketClient(sock).Enqueue(ctx, toRequest(p))
 	switch {
 	case errors.Is(err, api.ErrBadRequest):
 		return usageErrorf("enqueue: %v", err)

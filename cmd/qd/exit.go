@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -49,6 +50,10 @@ func exitCode(err error) int {
 		return ExitLeaseLost
 	case errors.Is(err, lease.ErrInvalid):
 		return ExitUsage
+	case errors.Is(err, api.ErrRefused):
+		// A well-formed request the daemon will not let this caller make
+		// (a run acting on another run): an error, not a usage mistake.
+		return ExitFailure
 	}
 	return ExitFailure
 }

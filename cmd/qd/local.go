@@ -14,13 +14,24 @@ import (
 // false when there is no socket to try.
 func (e *Env) localDaemon() (c api.Client, ok bool) {
 	if sock := e.Getenv("QD_SOCKET"); sock != "" {
-		return api.Client{Path: sock}, true
+		return e.socketClient(sock), true
 	}
 	conf, err := e.Config()
 	if err != nil || conf.Socket == "" {
 		return api.Client{}, false
 	}
-	return api.Client{Path: conf.Socket}, true
+	return e.socketClient(conf.Socket), true
+}
+
+// socketClient is the client of the daemon at path. Inside an agent,
+// asking its own daemon ($QD_SOCKET), it carries the run's token
+// ($QD_RUN_TOKEN), which proves the run; another daemon never gets it.
+func (e *Env) socketClient(path string) api.Client {
+	c := api.Client{Path: path}
+	if path == e.Getenv("QD_SOCKET") {
+		c.Token = e.Getenv("QD_RUN_TOKEN")
+	}
+	return c
 }
 
 // wakeAgent asks the daemon on this host to claim for agent now, for task

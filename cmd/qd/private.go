@@ -28,7 +28,7 @@ func (e *Env) privateCluster() (*localpg.Cluster, error) {
 // would make a cluster of its own rather than find the daemon's queue.
 func (e *Env) privateURL(ctx context.Context) (string, error) {
 	if e.Getenv("QD_SOCKET") != "" {
-		return "", errors.New("no database for this command: inside an agent (QD_SOCKET set) qd reaches its daemon's queue through the socket, for enqueue, run-now and heartbeat; set QD_DATABASE_URL to use a database directly")
+		return "", errors.New("no database for this command: inside an agent (QD_SOCKET set) qd reaches its daemon's queue through the socket, for enqueue, run-now, heartbeat and cancel; set QD_DATABASE_URL to use a database directly")
 	}
 	c, err := e.privateCluster()
 	if err != nil {

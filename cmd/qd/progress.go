@@ -9,7 +9,7 @@ import (
 	"github.com/qd-run/qd/api"
 )
 
-// viaSocket reports whether `qd heartbeat` should go to the daemon's socket:
+// viaSocket reports whether a command should go to the daemon's socket:
 // inside an agent run by `qd run`, QD_SOCKET is set and no database URL is
 // given (children never get one).
 func viaSocket(env *Env) (string, bool) {
@@ -23,11 +23,12 @@ func viaSocket(env *Env) (string, bool) {
 // socketProgress tells the daemon at sock that the child of run id made
 // progress: it counts as output for the agent's stall_timeout. The daemon
 // keeps the lease itself. A daemon that does not run the run answers like
-// a lost lease (exit 4).
-func socketProgress(ctx context.Context, sock string, id int64) error {
+// a lost lease (exit 4); a refusal (a run may report progress only for
+// itself) is an error (exit 1).
+func socketProgress(ctx context.Context, env *Env, sock string, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := api.Client{Path: sock}.Progress(ctx, id)
+	err := env.socketClient(sock).Progress(ctx, id)
 	if errors.Is(err, api.ErrUnknownRun) {
 		return &ExitError{Code: ExitLeaseLost, Err: fmt.Errorf("heartbeat run %d: the daemon at %s is not running it", id, sock)}
 	}

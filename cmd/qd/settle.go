@@ -22,7 +22,8 @@ Inside an agent run by ` + "`qd run`" + ` (QD_SOCKET set, no --db and no
 QD_DATABASE_URL) it tells the daemon through its socket that the run made
 progress instead: this counts as output for the agent's stall_timeout, the
 daemon keeps the lease, nothing is printed, and qd exits 4 when the daemon is
-not running that run.`,
+not running that run. A run may report progress only for itself: the daemon
+refuses any other run id, and qd exits 1.`,
 	db:    true,
 	setup: setupHeartbeat,
 }
@@ -63,7 +64,7 @@ func setupHeartbeat(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if sock, ok := viaSocket(env); ok {
-			return socketProgress(ctx, sock, id)
+			return socketProgress(ctx, env, sock, id)
 		}
 		prov, err := env.Provider(ctx)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/config"
 )
 
@@ -58,7 +57,7 @@ daemon answers, the message names the socket it tried and the exit code is 1.
 func showStatus(ctx context.Context, env *Env, path string, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := api.Client{Path: path}.Status(ctx)
+	snap, err := env.socketClient(path).Status(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,11 @@
 // payload (or $FA_MODE) says.
 //
 // Payload fields: mode (sleep, crash, ignoreterm, grandchild, setsid,
-// pipehold, flood, line, env), ms (how long to work), exit (exit code),
-// bytes (output size for flood and line), term_ms (work left after SIGTERM),
-// ms_by_attempt (ms for each attempt in turn), ignore_term, term_exit (exit
-// code once SIGTERM was handled).
+// pipehold, flood, line, env, hostile), ms (how long to work), exit (exit
+// code), bytes (output size for flood and line), term_ms (work left after
+// SIGTERM), ms_by_attempt (ms for each attempt in turn), ignore_term,
+// term_exit (exit code once SIGTERM was handled); for hostile (hostile.go),
+// victims and setsid.
 package main
 
 import (
@@ -40,6 +41,10 @@ type params struct {
 	TermExit   int  `json:"term_exit"`
 	// ByAttempt overrides MS for attempt i+1.
 	ByAttempt []int `json:"ms_by_attempt"`
+	// Victims is how many other runs a hostile agent waits for; Setsid
+	// has it attack from a process out of its group too.
+	Victims int  `json:"victims"`
+	Setsid  bool `json:"setsid"`
 }
 
 type recorder struct {
@@ -68,8 +73,11 @@ func main() {
 
 func run() int {
 	var p params
-	if os.Getenv("FA_ROLE") == "grandchild" {
+	switch os.Getenv("FA_ROLE") {
+	case "grandchild":
 		return grandchild()
+	case "raw":
+		return rawRole()
 	}
 	payload, _ := io.ReadAll(os.Stdin)
 	_ = json.Unmarshal(payload, &p)
@@ -165,6 +173,12 @@ func work(rec *recorder, p params, terms <-chan os.Signal) int {
 		flood(p.Bytes, false)
 	case "env":
 		dumpEnv()
+	case "hostile":
+		if err := hostile(rec, p, d); err != nil {
+			fmt.Fprintf(os.Stderr, "fakeagent: hostile: %v\n", err)
+			return 96
+		}
+		return 0
 	}
 	select {
 	case <-time.After(d):

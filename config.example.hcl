@@ -88,7 +88,9 @@ agent "hello" {
   # Added to the child's environment, which otherwise holds only PATH, HOME,
   # USER, LANG, TZ and the like, and the QD_ variables of the run. qd's
   # database URL never reaches agents. LD_PRELOAD, LD_LIBRARY_PATH, DYLD_*,
-  # NOTIFY_SOCKET and QD_* may not be set here. Default: {}.
+  # NOTIFY_SOCKET and QD_* may not be set here. Each KEY=VALUE is at most
+  # 131071 bytes, and the command and env at most 1 MiB in all, as the
+  # kernel starts programs. Default: {}.
   env = {
     GREETING = "hello"
   }
@@ -108,16 +110,17 @@ agent "hello" {
   # Lanes this agent takes tasks from. Default: [] (any lane).
   lanes = ["default"]
 
-  # Children of this agent running at once. Default: 1.
+  # Children of this agent running at once, 1 to 100000. Default: 1.
   parallel = 1
 
   # How long a claimed task belongs to this daemon without a heartbeat. A
   # daemon that cannot reach the database kills its child before the lease
-  # runs out, so the task is never run twice at once. Default: "5m".
+  # runs out, so the task is never run twice at once. At least "1s".
+  # Default: "5m".
   lease = "5m"
 
   # How often qd extends the lease while the child runs. Must be less than
-  # half the lease. Default: a third of the lease.
+  # half the lease, and at least "100ms". Default: a third of the lease.
   heartbeat = "100s"
 
   # Kill a child that runs longer than this (SIGTERM to its process group,
@@ -187,11 +190,13 @@ periodic "hourly-hello" {
   # Default: "default".
   lane = "default"
 
-  # JSON text given to the agent on stdin, at most 1 MiB. Default: "{}".
+  # JSON text given to the agent on stdin, at most 1 MiB, without \u0000
+  # (which PostgreSQL cannot store). Default: "{}".
   payload = "{\"greeting\": \"hourly\"}"
 
   # Among eligible tasks, lower numbers run first (as with
-  # `qd enqueue --priority`); negatives are allowed. Default: 0.
+  # `qd enqueue --priority`); negatives are allowed, within 32 bits
+  # (-2147483648 to 2147483647). Default: 0.
   priority = 0
 
   # Ticks missed while no daemon ran: "skip" logs them and enqueues nothing

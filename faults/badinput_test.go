@@ -78,6 +78,11 @@ func TestBadInput_Config(t *testing.T) {
 		{"lane traversal", agent("  lanes = [\"../etc\"]"), 4, "../etc"},
 		{"agent name", "agent \"Bad\" {\n  command = [\"" + good + "\"]\n  schedule = \"@every 1s\"\n}\n", 1, "Bad"},
 		{"LD_PRELOAD", agent("  env = { LD_PRELOAD = \"/tmp/x.so\" }"), 4, "LD_PRELOAD"},
+		{"parallel past 32 bits", agent("  parallel = 2147483648"), 4, "between 1 and 100000"},
+		{"lease of 10ms", agent("  lease = \"10ms\""), 4, "shorter than 1s"},
+		{"env of 140 KB", agent("  env = { BIG = \"" + strings.Repeat("x", 140<<10) + "\" }"), 4, "longer than the 131071 bytes"},
+		{"periodic payload with NUL", agent("") + "periodic \"p\" {\n  agent = \"w\"\n  schedule = \"@daily\"\n  payload = \"{\\\"s\\\": \\\"\\\\u0000\\\"}\"\n}\n", 9, "u0000"},
+		{"periodic priority past 32 bits", agent("") + "periodic \"p\" {\n  agent = \"w\"\n  schedule = \"@daily\"\n  priority = 2147483648\n}\n", 9, "priority must be between"},
 	}
 	before := r.tableCounts()
 	for i, c := range cases {
@@ -140,6 +145,9 @@ func TestBadInput_Enqueue(t *testing.T) {
 		{"negative delay", "", []string{"--lane", "l", "--agent", "a", "--in", "-5s"}, "in"},
 		{"max attempts zero", "", []string{"--lane", "l", "--agent", "a", "--max-attempts", "0"}, "max-attempts"},
 		{"bad time", "", []string{"--lane", "l", "--agent", "a", "--at", "tomorrow"}, "RFC 3339"},
+		{"priority past 32 bits", "", []string{"--lane", "l", "--agent", "a", "--priority", "2147483648"}, "--priority: must be at most 2147483647"},
+		{"max attempts past 32 bits", "", []string{"--lane", "l", "--agent", "a", "--max-attempts", "2147483648"}, "--max-attempts: must be at most 2147483647"},
+		{"key of 40 KB", "", []string{"--lane", "l", "--agent", "a", "--key", strings.Repeat("k", 40<<10)}, "--key: dedupe key is 40960 bytes, more than the 1024-byte limit"},
 	}
 	before := r.tableCounts()
 	for _, c := range cases {

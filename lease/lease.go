@@ -418,11 +418,8 @@ func ValidateEnqueue(p *EnqueueParams) error {
 	if len(p.Payload) == 0 {
 		p.Payload = json.RawMessage("{}")
 	}
-	if len(p.Payload) > MaxPayloadBytes {
-		return fmt.Errorf("%w: payload is %d bytes, more than the %d-byte limit", ErrInvalid, len(p.Payload), MaxPayloadBytes)
-	}
-	if !json.Valid(p.Payload) {
-		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)
+	if err := CheckPayload(p.Payload); err != nil {
+		return err
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
@@ -432,6 +429,12 @@ func ValidateEnqueue(p *EnqueueParams) error {
 	}
 	if p.Delay < 0 {
 		return fmt.Errorf("%w: delay %s is negative", ErrInvalid, p.Delay)
+	}
+	for _, err := range []error{CheckPriority(p.Priority), CheckMaxAttempts(p.MaxAttempts),
+		CheckDedupeKey(p.DedupeKey)} {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -26,8 +26,10 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 	if !lease.ValidName(u.Name) {
 		return lease.Lane{}, fmt.Errorf("set lane: %w: lane %q does not match %s", lease.ErrInvalid, u.Name, lease.LanePattern)
 	}
-	if u.MaxRunning != nil && *u.MaxRunning < 1 {
-		return lease.Lane{}, fmt.Errorf("set lane %s: %w: max running %d is below 1", u.Name, lease.ErrInvalid, *u.MaxRunning)
+	if u.MaxRunning != nil {
+		if err := lease.CheckLaneLimit(*u.MaxRunning); err != nil {
+			return lease.Lane{}, fmt.Errorf("set lane %s: %w", u.Name, err)
+		}
 	}
 	l := lease.Lane{Name: u.Name}
 	err := p.inTx(ctx, func(b *pgx.Batch) {

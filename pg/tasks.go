@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,7 +15,7 @@ import (
 // Enqueue adds a task, or returns the unfinished task with the same dedupe
 // key.
 func (p *Provider) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, bool, error) {
-	if err := checkEnqueue(&ep); err != nil {
+	if err := lease.ValidateEnqueue(&ep); err != nil {
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
 	var id int64
@@ -26,42 +25,6 @@ func (p *Provider) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, 
 		return 0, false, fmt.Errorf("enqueue: %w", mapErr(err))
 	}
 	return id, existed, nil
-}
-
-// checkEnqueue validates ep beyond lease.ValidateEnqueue: PostgreSQL text
-// holds neither NUL nor invalid UTF-8.
-func checkEnqueue(ep *lease.EnqueueParams) error {
-	if err := lease.ValidateEnqueue(ep); err != nil {
-		return err
-	}
-	if !utf8.Valid(ep.Payload) {
-		return fmt.Errorf("%w: payload is not valid UTF-8", lease.ErrInvalid)
-	}
-	if hasNULEscape(ep.Payload) {
-		return fmt.Errorf("%w: payload contains \\u0000, which PostgreSQL cannot store", lease.ErrInvalid)
-	}
-	if strings.ContainsRune(ep.DedupeKey, 0) || !utf8.ValidString(ep.DedupeKey) {
-		return fmt.Errorf("%w: dedupe key contains NUL or invalid UTF-8", lease.ErrInvalid)
-	}
-	return nil
-}
-
-// hasNULEscape reports whether the JSON text (already valid) holds a
-// \u0000 escape inside a string.
-func hasNULEscape(js []byte) bool {
-	inString := false
-	for i := 0; i < len(js); i++ {
-		switch c := js[i]; {
-		case c == '"':
-			inString = !inString
-		case c == '\\' && inString:
-			if i+5 < len(js) && js[i+1] == 'u' && string(js[i+2:i+6]) == "0000" {
-				return true
-			}
-			i++ // skip the escaped character
-		}
-	}
-	return false
 }
 
 func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64, existed *bool) {
@@ -355,7 +318,7 @@ func (p *Provider) PeriodicTick(ctx context.Context, name string, tick time.Time
 	if name == "" {
 		return false, fmt.Errorf("periodic tick: %w: name is empty", lease.ErrInvalid)
 	}
-	if err := checkEnqueue(&ep); err != nil {
+	if err := lease.ValidateEnqueue(&ep); err != nil {
 		return false, fmt.Errorf("periodic %s: %w", name, err)
 	}
 	tx, err := p.beginTx(ctx)

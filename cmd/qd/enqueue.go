@@ -35,7 +35,7 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 	var p lease.EnqueueParams
 	fs.StringVar(&p.Lane, "lane", lease.DefaultLane, "lane `NAME`")
 	fs.StringVar(&p.Agent, "agent", "", "agent `NAME` (required)")
-	fs.IntVar(&p.Priority, "priority", 0, "priority `N`; lower runs first, negatives allowed")
+	priority := intFlag(fs, "priority", 0, lease.MinPriority, "priority `N`; lower runs first, negatives allowed")
 	delay := durationFlag(fs, "in", 0, "run no sooner than `DURATION` from now")
 	at := fs.String("at", "", "run no sooner than `TIME` (RFC 3339)")
 	maxAttempts := intFlag(fs, "max-attempts", lease.DefaultMaxAttempts, 1, "give up after `N` attempts")
@@ -57,7 +57,10 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 			}
 			p.RunAfter = t
 		}
-		p.Delay, p.MaxAttempts = *delay, *maxAttempts
+		p.Delay, p.MaxAttempts, p.Priority = *delay, *maxAttempts, *priority
+		if err := lease.CheckDedupeKey(p.DedupeKey); err != nil {
+			return usageErrorf("enqueue: --key: %s", invalidText(err))
+		}
 		payload, err := readPayload(env.Stdin, args)
 		if err != nil {
 			return err

@@ -32,6 +32,12 @@ func usageErrorf(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
 }
 
+// invalidText is the message of an error matching lease.ErrInvalid without
+// the sentinel's own words, for a usage error that names the flag.
+func invalidText(err error) string {
+	return strings.TrimPrefix(err.Error(), lease.ErrInvalid.Error()+": ")
+}
+
 // errQuiet ends a command with its exit code and no message, for commands
 // that already explained themselves.
 var errQuiet = errors.New("quiet")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,8 +80,8 @@ func (l *stringList) Set(s string) error {
 
 // intValue is an int flag with a lower bound.
 type intValue struct {
-	n   *int
-	min int
+	n        *int
+	min, max int
 }
 
 func (v intValue) String() string {
@@ -95,17 +96,21 @@ func (v intValue) Set(s string) error {
 	if err != nil {
 		return errors.New("not an integer")
 	}
-	if n < v.min {
+	switch {
+	case n < v.min:
 		return fmt.Errorf("must be at least %d, got %d", v.min, n)
+	case n > v.max:
+		return fmt.Errorf("must be at most %d, got %d", v.max, n)
 	}
 	*v.n = n
 	return nil
 }
 
-// intFlag defines an int flag that refuses values below lo.
+// intFlag defines an int flag that refuses values below lo, and above the
+// largest 32-bit integer, which is what the queue stores.
 func intFlag(fs *flag.FlagSet, name string, def, lo int, usage string) *int {
 	n := def
-	fs.Var(intValue{n: &n, min: lo}, name, usage)
+	fs.Var(intValue{n: &n, min: lo, max: math.MaxInt32}, name, usage)
 	return &n
 }
 
@@ -156,7 +161,7 @@ func listFlags[S ~string](fs *flag.FlagSet, cmd string, states []S, state *S, li
 	last := len(names) - 1
 	v := fs.String("state", "", "only `STATE`: "+strings.Join(names[:last], ", ")+" or "+names[last])
 	*limit = 50
-	fs.Var(intValue{n: limit, min: 1}, "limit", "show at most `N` "+cmd)
+	fs.Var(intValue{n: limit, min: 1, max: math.MaxInt32}, "limit", "show at most `N` "+cmd)
 	return func() error {
 		if *v != "" && !slices.Contains(states, S(*v)) {
 			return usageErrorf("%s: --state %q is not one of %v", cmd, *v, states)

@@ -60,13 +60,12 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 			}
 		}
 	}
-	if d.decode(attrs, "parallel", &a.Parallel) && a.Parallel < 1 {
-		d.at(line(attrs["parallel"]), ctx, "parallel must be at least 1, got %d", a.Parallel)
+	if d.decode(attrs, "parallel", &a.Parallel) && (a.Parallel < 1 || a.Parallel > MaxParallel) {
+		d.at(line(attrs["parallel"]), ctx, "parallel must be between 1 and %d, got %d", MaxParallel, a.Parallel)
 	}
-	if d.decode(attrs, "max_attempts", &a.MaxAttempts) && a.MaxAttempts < 1 {
-		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", a.MaxAttempts)
-	}
+	d.maxAttempts(attrs, ctx, &a.MaxAttempts)
 	d.timing(attrs, ctx, &a)
+	d.execSize(attrs, ctx, a)
 	d.limits(attrs, ctx, &a)
 	base := d.dir
 	if a.Dir != "" {
@@ -79,14 +78,55 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 // timing decodes the durations of an agent and checks how they relate.
 func (d *decoder) timing(attrs hcl.Attributes, ctx string, a *Agent) {
 	leaseOK := d.dur(attrs, "lease", ctx, &a.Lease) || attrs["lease"] == nil
+	if leaseOK && a.Lease < MinLease {
+		d.at(line(attrs["lease"]), ctx, "lease %s is shorter than %s: a claim could not be answered and renewed in time, and every run would be given back unstarted", a.Lease, MinLease)
+		leaseOK = false
+	}
 	a.Heartbeat = supervisor.DefaultHeartbeat(a.Lease)
-	if d.dur(attrs, "heartbeat", ctx, &a.Heartbeat) && leaseOK && a.Heartbeat >= a.Lease/2 {
-		d.at(line(attrs["heartbeat"]), ctx, "heartbeat %s must be less than half the lease (%s), so that one late heartbeat does not lose the lease", a.Heartbeat, a.Lease)
+	if d.dur(attrs, "heartbeat", ctx, &a.Heartbeat) {
+		switch {
+		case a.Heartbeat < MinHeartbeat:
+			d.at(line(attrs["heartbeat"]), ctx, "heartbeat %s is more often than every %s", a.Heartbeat, MinHeartbeat)
+		case leaseOK && a.Heartbeat >= a.Lease/2:
+			d.at(line(attrs["heartbeat"]), ctx, "heartbeat %s must be less than half the lease (%s), so that one late heartbeat does not lose the lease", a.Heartbeat, a.Lease)
+		}
 	}
 	d.dur(attrs, "timeout", ctx, &a.Timeout)
 	d.dur(attrs, "stall_timeout", ctx, &a.StallTimeout)
 	d.dur(attrs, "kill_grace", ctx, &a.KillGrace)
 	d.dur(attrs, "retry_backoff", ctx, &a.RetryBackoff)
+}
+
+// maxAttempts decodes a max_attempts attribute into dst and checks its
+// range.
+func (d *decoder) maxAttempts(attrs hcl.Attributes, ctx string, dst *int) {
+	if d.decode(attrs, "max_attempts", dst) && (*dst < 1 || *dst > lease.MaxMaxAttempts) {
+		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be between 1 and %d, got %d", lease.MaxMaxAttempts, *dst)
+	}
+}
+
+// execSize refuses a command or an env that the kernel would refuse to
+// start the program with (E2BIG): one string past MaxArgBytes, or more
+// than MaxExecBytes in all.
+func (d *decoder) execSize(attrs hcl.Attributes, ctx string, a Agent) {
+	total := 0
+	for _, arg := range a.Command {
+		total += len(arg) + 1
+		if len(arg) > MaxArgBytes {
+			d.at(line(attrs["command"]), ctx, "command argument of %d bytes is longer than the %d bytes the kernel takes in one", len(arg), MaxArgBytes)
+		}
+	}
+	for k, v := range a.Env {
+		n := len(k) + 1 + len(v)
+		total += n + 1
+		if n > MaxArgBytes {
+			d.at(line(attrs["env"]), ctx, "env %q is %d bytes (KEY=VALUE), longer than the %d bytes the kernel takes in one variable", k, n, MaxArgBytes)
+		}
+	}
+	if total > MaxExecBytes {
+		ln := lineOr(attrs, "env", lineOr(attrs, "command", 0))
+		d.at(ln, ctx, "command and env hold %d bytes, more than the %d a program is started with here", total, MaxExecBytes)
+	}
 }
 
 // schedule decodes and parses a required schedule attribute.

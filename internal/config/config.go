@@ -28,6 +28,22 @@ const (
 	DefaultCatchUp       = CatchUpSkip
 )
 
+// Ranges of an agent's settings that a daemon can honour: a claim takes at
+// most MaxParallel tasks at once, a lease shorter than MinLease cannot be
+// claimed and renewed over a network, a heartbeat more often than
+// MinHeartbeat costs the database more than it buys, and the kernel
+// refuses to start a program with one argument or variable longer than
+// MaxArgBytes (128 KiB with its NUL), or with MaxExecBytes of them in all
+// (a quarter of the usual 8 MiB stack, less what the daemon's own
+// environment takes).
+const (
+	MaxParallel  = 100_000
+	MinLease     = time.Second
+	MinHeartbeat = 100 * time.Millisecond
+	MaxArgBytes  = 128<<10 - 1
+	MaxExecBytes = 1 << 20
+)
+
 // What a periodic schedule does about ticks missed while no daemon ran.
 const (
 	CatchUpSkip = "skip" // log each missed tick and enqueue nothing for it

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -41,15 +42,15 @@ func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
 	if d.str(attrs, "payload", &p.Payload) {
 		d.checkPayload(line(attrs["payload"]), ctx, p.Payload)
 	}
-	d.decode(attrs, "priority", &p.Priority)
+	if d.decode(attrs, "priority", &p.Priority) && (p.Priority < lease.MinPriority || p.Priority > lease.MaxPriority) {
+		d.at(line(attrs["priority"]), ctx, "priority must be between %d and %d, got %d", lease.MinPriority, lease.MaxPriority, p.Priority)
+	}
 	d.oneOf(attrs, "catch_up", ctx, &p.CatchUp, CatchUpSkip, CatchUpOnce)
 	p.MaxAttempts = DefaultMaxAttempts
 	if agent != nil {
 		p.MaxAttempts = agent.MaxAttempts
 	}
-	if d.decode(attrs, "max_attempts", &p.MaxAttempts) && p.MaxAttempts < 1 {
-		d.at(line(attrs["max_attempts"]), ctx, "max_attempts must be at least 1, got %d", p.MaxAttempts)
-	}
+	d.maxAttempts(attrs, ctx, &p.MaxAttempts)
 	return p
 }
 
@@ -88,13 +89,15 @@ func (d *decoder) checkLane(ln int, ctx, lane string, a *Agent) {
 	d.at(ln, ctx, "lane %q is not among the lanes of agent %q (%v), so its tasks would never run", lane, a.Name, a.Lanes)
 }
 
+// checkPayload refuses a payload that no enqueue would take, so that the
+// schedule does not fail at every tick.
 func (d *decoder) checkPayload(ln int, ctx, payload string) {
-	if len(payload) > lease.MaxPayloadBytes {
-		d.at(ln, ctx, "payload is %d bytes, more than the %d-byte limit", len(payload), lease.MaxPayloadBytes)
+	var v any
+	if err := json.Unmarshal([]byte(payload), &v); err != nil && len(payload) <= lease.MaxPayloadBytes {
+		d.at(ln, ctx, "payload is not valid JSON: %v", err)
 		return
 	}
-	var v any
-	if err := json.Unmarshal([]byte(payload), &v); err != nil {
-		d.at(ln, ctx, "payload is not valid JSON: %v", err)
+	if err := lease.CheckPayload([]byte(payload)); err != nil {
+		d.at(ln, ctx, "%s", strings.TrimPrefix(err.Error(), lease.ErrInvalid.Error()+": "))
 	}
 }

@@ -59,10 +59,19 @@ func TestLoad_Rejects(t *testing.T) {
 			`17: agent "zero": heartbeat must be positive, got "0s"`,
 		}},
 		{"counts", []string{
-			`4: agent "build": parallel must be at least 1, got 0`,
-			`5: agent "build": max_attempts must be at least 1, got 0`,
-			`11: agent "deploy": parallel must be at least 1, got -1`,
-			`17: periodic "nightly": max_attempts must be at least 1, got -2`,
+			`4: agent "build": parallel must be between 1 and 100000, got 0`,
+			`5: agent "build": max_attempts must be between 1 and 2147483647, got 0`,
+			`11: agent "deploy": parallel must be between 1 and 100000, got -1`,
+			`17: periodic "nightly": max_attempts must be between 1 and 2147483647, got -2`,
+		}},
+		{"ranges", []string{
+			`4: agent "wide": parallel must be between 1 and 100000, got 2147483648`,
+			`10: agent "quick": lease 10ms is shorter than 1s: a claim could not be answered and renewed in time, and every run would be given back unstarted`,
+			`16: agent "chatty": heartbeat 10ms is more often than every 100ms`,
+			`17: agent "chatty": env "BIG" is 143364 bytes (KEY=VALUE), longer than the 131071 bytes the kernel takes in one variable`,
+			`23: periodic "nul": payload contains \u0000, which PostgreSQL cannot store`,
+			`24: periodic "nul": priority must be between -2147483648 and 2147483647, got 2147483648`,
+			`30: periodic "tries": max_attempts must be between 1 and 2147483647, got 2147483648`,
 		}},
 		{"names", []string{
 			`1: agent "Build": name does not match ` + namePattern,

@@ -108,13 +108,20 @@ func testEnqueueInvalid(t *testing.T, p lease.Provider) {
 	ctx := context.Background()
 	big := []byte(`"` + strings.Repeat("x", lease.MaxPayloadBytes) + `"`)
 	for name, ep := range map[string]lease.EnqueueParams{
-		"bad lane":          {Lane: "Bad Lane", Agent: "a"},
-		"bad agent":         {Lane: "ok", Agent: "-a"},
-		"no agent":          {Lane: "ok"},
-		"payload not JSON":  {Lane: "ok", Agent: "a", Payload: []byte(`{"a":`)},
-		"payload too large": {Lane: "ok", Agent: "a", Payload: big},
-		"negative attempts": {Lane: "ok", Agent: "a", MaxAttempts: -1},
-		"negative delay":    {Lane: "ok", Agent: "a", Delay: -time.Second},
+		"bad lane":               {Lane: "Bad Lane", Agent: "a"},
+		"bad agent":              {Lane: "ok", Agent: "-a"},
+		"no agent":               {Lane: "ok"},
+		"payload not JSON":       {Lane: "ok", Agent: "a", Payload: []byte(`{"a":`)},
+		"payload too large":      {Lane: "ok", Agent: "a", Payload: big},
+		"negative attempts":      {Lane: "ok", Agent: "a", MaxAttempts: -1},
+		"negative delay":         {Lane: "ok", Agent: "a", Delay: -time.Second},
+		"priority past 32 bits":  {Lane: "ok", Agent: "a", Priority: lease.MaxPriority + 1},
+		"priority below 32 bits": {Lane: "ok", Agent: "a", Priority: lease.MinPriority - 1},
+		"attempts past 32 bits":  {Lane: "ok", Agent: "a", MaxAttempts: lease.MaxMaxAttempts + 1},
+		"key too long":           {Lane: "ok", Agent: "a", DedupeKey: strings.Repeat("k", lease.MaxDedupeKeyBytes+1)},
+		"key with NUL":           {Lane: "ok", Agent: "a", DedupeKey: "a\x00b"},
+		"payload with NUL":       {Lane: "ok", Agent: "a", Payload: []byte(`{"s": "\u0000"}`)},
+		"payload not UTF-8":      {Lane: "ok", Agent: "a", Payload: []byte("\"\xff\"")},
 	} {
 		if _, _, err := p.Enqueue(ctx, ep); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("enqueue with %s: got %v, want ErrInvalid", name, err)
@@ -136,11 +143,12 @@ func testEnqueueInvalid(t *testing.T, p lease.Provider) {
 			t.Errorf("claim with %s: got %v, want ErrInvalid", name, err)
 		}
 	}
-	neg, zero, one := -1, 0, 1
+	neg, zero, one, huge := -1, 0, 1, lease.MaxLaneLimit+1
 	for name, u := range map[string]lease.LaneUpdate{
-		"bad name":       {Name: "a b", MaxRunning: &one},
-		"zero limit":     {Name: "ok", MaxRunning: &zero},
-		"negative limit": {Name: "ok", MaxRunning: &neg},
+		"bad name":           {Name: "a b", MaxRunning: &one},
+		"zero limit":         {Name: "ok", MaxRunning: &zero},
+		"negative limit":     {Name: "ok", MaxRunning: &neg},
+		"limit past 32 bits": {Name: "ok", MaxRunning: &huge},
 	} {
 		if _, err := p.SetLane(ctx, u); !errors.Is(err, lease.ErrInvalid) {
 			t.Errorf("set lane with %s: got %v, want ErrInvalid", name, err)

@@ -135,8 +135,10 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 	if !lease.ValidName(u.Name) {
 		return lease.Lane{}, fmt.Errorf("set lane: %w: lane %q does not match %s", lease.ErrInvalid, u.Name, lease.LanePattern)
 	}
-	if u.MaxRunning != nil && *u.MaxRunning < 1 {
-		return lease.Lane{}, fmt.Errorf("set lane %s: %w: max running %d is less than 1", u.Name, lease.ErrInvalid, *u.MaxRunning)
+	if u.MaxRunning != nil {
+		if err := lease.CheckLaneLimit(*u.MaxRunning); err != nil {
+			return lease.Lane{}, fmt.Errorf("set lane %s: %w", u.Name, err)
+		}
 	}
 	_, err := p.lock(ctx)
 	if err != nil {

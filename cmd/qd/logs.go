@@ -16,7 +16,7 @@ import (
 var logsCommand = &command{
 	name:    "logs",
 	summary: "print a run's output, or an agent's runs' in order: log file, else the stored tail",
-	usage:   "RUN | --agent A [--lane L] [--since DURATION] [--follow] [--stderr]",
+	usage:   "RUN | --agent A [--lane L] [--since DURATION] [--follow] [--stderr] [--raw]",
 	help: `Prints the run's log file (<state_dir>/runs/<run>.log, state_dir from the
 config) when it is on this machine; otherwise the tail of the output stored on
 the run row. A line on stderr says which one is shown. When the daemon could
@@ -30,7 +30,12 @@ ends, and with --agent each new run as it starts, until interrupted; every
 run followed ends with a line saying how it ended (outcome, exit code or
 signal, and the task's next attempt if any). --stderr prints only what the
 agent wrote to stderr (the log keeps both streams, merged, and where each
-begins).`,
+begins).
+
+On a terminal, control characters the agent wrote (escape sequences, a
+carriage return) are shown as escapes such as \x1b, so that they cannot
+drive the terminal; --raw prints them as they are. Piped or redirected,
+the output is byte for byte.`,
 	db:    true,
 	setup: setupLogs,
 }
@@ -40,19 +45,23 @@ const pollEvery = 500 * time.Millisecond
 
 // logOpts are the flags of qd logs.
 type logOpts struct {
-	follow, stderr bool
-	stateDir       string
+	follow, stderr, raw bool
+	stateDir            string
 }
 
 func setupLogs(fs *flag.FlagSet) runFunc {
 	var o logOpts
 	fs.BoolVar(&o.follow, "follow", false, "keep printing until the run ends (with --agent: until interrupted)")
 	fs.BoolVar(&o.stderr, "stderr", false, "print only what the agent wrote to stderr")
+	fs.BoolVar(&o.raw, "raw", false, "on a terminal too, print the output byte for byte, control characters and all")
 	agent := fs.String("agent", "", "print the runs of agent `NAME`, oldest first")
 	lane := fs.String("lane", "", "with --agent: only the runs in lane `NAME`")
 	since := durationFlag(fs, "since", 0, "with --agent: only the runs started in the last `DURATION`")
 	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 		o.stateDir = env.stateDir()
+		if o.raw {
+			env.Stdout = rawOutput(env.Stdout)
+		}
 		if *agent == "" {
 			if isSet(fs, "lane") || isSet(fs, "since") {
 				return usageErrorf("logs: --lane and --since go with --agent")

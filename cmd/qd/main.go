@@ -81,6 +81,7 @@ func main() {
 // Main runs qd with args (without the program name) and returns the exit
 // code. Errors are printed here, once, as "qd: message".
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stdout, stderr = safeOutput(stdout), safeOutput(stderr)
 	env := newEnv(stdin, stdout, stderr, os.Getenv)
 	defer env.Close()
 	err := dispatch(ctx, env, args)

@@ -15,8 +15,13 @@ import (
 // isTerminal reports whether w is a terminal. A character device is not
 // enough: /dev/null is one, and output sent there is a script's.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	switch f := w.(type) {
+	case *safeTerminal:
+		return true
+	case *os.File:
+		return term.IsTerminal(int(f.Fd()))
+	}
+	return false
 }
 
 // wantJSON reports whether a listing prints JSON: on --json, or when stdout

@@ -69,7 +69,7 @@ func showStatus(ctx context.Context, env *Env, path string, asJSON bool) error {
 
 func watchStatus(ctx context.Context, env *Env, path string, every time.Duration) error {
 	for {
-		fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J")
+		writeRaw(env.Stdout, "\x1b[H\x1b[2J")
 		if err := showStatus(ctx, env, path, false); err != nil {
 			fmt.Fprintf(env.Stdout, "%s\n", err)
 		}

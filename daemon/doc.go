@@ -9,7 +9,7 @@
 //	hand-over  runner.Start: the agent's Spec, or a give-back       daemon/adapter.go
 //	spawn      supervisor.Start → launch → spawn                    supervisor/start.go, spawn.go
 //	heartbeat  the supervisor's loop, one Heartbeat per pass        supervisor/loop.go
-//	settle     wait → settlement → settleLoop → Provider.Settle     supervisor/wait.go, settle.go
+//	settle     wait → settlement → settleLoop → Provider.Settle     supervisor/wait.go, stop.go, settle.go
 //	status     api.Server → daemon.Status (copies, no waiting)      api/server.go, daemon/status.go
 //
 // # What else it does

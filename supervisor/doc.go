@@ -6,7 +6,7 @@
 // Each run is one child in its own process group and, where the daemon can
 // create cgroups (cgroup2 delegated to it, or root), in a cgroup of its own
 // that it is created in (clone3), killed with (cgroup.kill), measured by
-// (CPU time, memory peak) and removed after: see cgroup_linux.go for the
+// (CPU time, memory peak) and removed after: see cgroup_tree_linux.go for the
 // layout and Containment for what is in force. It is started from a
 // long-lived OS thread (on Linux the parent-death signal fires when the
 // creating thread exits, so that thread never exits). The payload arrives on
@@ -34,6 +34,32 @@
 // without an answer, the child's group is killed at once: two copies of one
 // task must never run. Database errors are logged and retried; the loop never
 // returns because of them.
+//
+// # Files, in the order one run passes through them
+//
+//	supervisor.go          Spec (what the daemon asks of a run), Config, New, the Supervisor
+//	start.go               Start: refuse a late claim, launch: pipes, environment, cgroup, spawn;
+//	                       a start the daemon cannot make is given back (ErrNoResources)
+//	env.go                 the child's environment: the allowlist, the QD_ variables, the run token
+//	pipe_linux.go          the child's pipes (pipe_other.go elsewhere)
+//	cgroup.go              Containment, Limits and what is in force
+//	cgroup_probe_linux.go  finding the cgroup2 mount, this process's cgroup, delegation
+//	cgroup_tree_linux.go   the supervisor's directory of run cgroups: slots, leftovers of dead daemons
+//	cgroup_run_linux.go    one run's cgroup: the child cloned into it, killed with it, measured, released
+//	spawn.go               the long-lived spawner threads that fork children
+//	sys_linux.go           process attributes, pidfds, the wait for the exit (sys_darwin.go, sys_other.go)
+//	journal.go, orphans.go the record of every child, and the sweep that kills a dead daemon's
+//	output.go              the child's output: run log, stream record, tail, last lines
+//	child.go               the handle of one run: its state lock, lease bookkeeping, stop steps
+//	loop.go                the heartbeat loop: batched heartbeats, deadlines, timeouts, stalls, fencing
+//	progress.go            progress reported through the socket, and which run a process or token is
+//	cancel.go              cancel requests: polled from the queue, or from the socket
+//	stop.go                why a child is stopped and how far, then the outcome its end settles as
+//	wait.go                the child's end: output drained, group killed, reaped, usage read
+//	settle.go              settlements group-committed in one Provider.Settle call
+//	end.go                 End, what the daemon is told of each run
+//	drain.go               shutdown: the grace, then the kill, then the give-back
+//	statedir.go            the health of the state directory the logs go to
 //
 // # Outcomes
 //

@@ -1,6 +1,14 @@
 package supervisor
 
-import "syscall"
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+
+	"github.com/qd-run/qd/lease"
+	"golang.org/x/sys/unix"
+)
 
 // stopReason says why the supervisor ended a child, if it did.
 type stopReason int
@@ -142,4 +150,78 @@ func (s stopState) next(e stopEvent) step {
 		return st
 	}
 	return step{to: s}
+}
+
+// settlement decides how the run ended; settle is false when the lease is
+// gone and nothing may be written.
+func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
+	code, sig, other := exitOf(werr)
+	st = lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
+	c.mu.Lock()
+	reason, text := c.reason, c.reasonText
+	c.mu.Unlock()
+	outLine, errLine := c.out.lastLines()
+	// Why a run went wrong is usually on stderr; what a run did, on stdout.
+	why := errLine
+	if why == "" {
+		why = outLine
+	}
+	switch {
+	case reason == stopLeaseLost:
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+		return st, false
+	case reason == stopCancel:
+		st.Outcome, st.Summary = lease.RunCancelled, text
+	case reason == stopShutdown && !(code != nil && *code == 0):
+		st.Outcome, st.Summary, st.Refund = lease.RunAbandoned, text, true
+	case reason == stopTimeout || reason == stopStall:
+		// The agent's own doing: the next attempt backs off like a failure.
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
+	case reason == stopFenced:
+		// qd's own reason (the database out of reach): claimable at once.
+		st.Outcome, st.Summary = lease.RunAbandoned, text
+	case other != nil:
+		st.Outcome, st.Summary = lease.RunAbandoned, "wait for child: "+other.Error()
+	case sig != "":
+		// Killed by a signal qd did not send (a crash, the OOM killer).
+		st.Outcome, st.Summary = lease.RunAbandoned, "killed by "+sig
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
+	case *code == 0:
+		st.Outcome, st.Summary = lease.RunCompleted, outLine
+		if outLine == "" {
+			st.Summary = "exited 0"
+		}
+	default:
+		st.Outcome, st.Summary = lease.RunFailed, fmt.Sprintf("exited %d", *code)
+		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
+	}
+	switch {
+	case why == "" || st.Outcome == lease.RunCompleted:
+	case reason == stopTimeout || reason == stopStall:
+		st.Summary += "; last output: " + why
+	case reason == stopNone: // failed, or killed by a signal qd did not send
+		st.Summary += ": " + why
+	}
+	st.Summary = bound(st.Summary)
+	return st, true
+}
+
+// exitOf reads Wait's result: an exit code, or a signal name, or an error
+// that is neither.
+func exitOf(werr error) (code *int, sig string, other error) {
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+		zero := 0
+		return &zero, "", nil
+	case errors.As(werr, &ee):
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		if ok && ws.Signaled() {
+			return nil, unix.SignalName(ws.Signal()), nil
+		}
+		c := ee.ExitCode()
+		return &c, "", nil
+	}
+	return nil, "", werr
 }

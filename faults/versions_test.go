@@ -70,9 +70,11 @@ func TestVersions_SideBySide(t *testing.T) {
 	for i := range 30 {
 		ids = append(ids, r.enqueue(fmt.Sprintf("mixed%d", i%3), "w", `{"mode":"sleep","ms":100}`, 3))
 	}
-	body := "shutdown_grace = \"5s\"\n" + r.agentHCL(agentConf{name: "w", lanes: []string{"mixed0", "mixed1", "mixed2"}, parallel: 3})
+	// Lane mixed0 is the old daemon's alone, mixed2 the new one's, and
+	// both take mixed1: each must run tasks, and they share a lane.
+	body := "shutdown_grace = \"5s\"\n" + r.agentHCL(agentConf{name: "w", lanes: []string{"mixed0", "mixed1"}, parallel: 2})
 	testkit.StartDaemon(t, old, r.url, "old", body, testkit.DaemonOptions{})
-	r.daemon("new", r.agentHCL(agentConf{name: "w", lanes: []string{"mixed0", "mixed1", "mixed2"}, parallel: 3}), testkit.DaemonOptions{})
+	r.daemon("new", r.agentHCL(agentConf{name: "w", lanes: []string{"mixed1", "mixed2"}, parallel: 2}), testkit.DaemonOptions{})
 	fig.fault("mixed-versions", 1)
 	r.verify(expect{})
 	var owners int

@@ -37,6 +37,10 @@ type figures struct {
 	// not by qd.
 	restoreLost int
 	drains      []string // how long the many-lanes scenarios took to drain
+	// notes are the notification scenarios' figures; notesLost and
+	// notesDups count notifications never told and told twice.
+	notes                []string
+	notesLost, notesDups int
 	clockShifts []string // what clock jumps did to ticks
 
 	// hostileSent counts a hostile agent's socket requests at other runs,
@@ -121,6 +125,10 @@ func (f *figures) report(w io.Writer, code int) {
 	for _, d := range f.drains {
 		row("drain time", d)
 	}
+	for _, n := range f.notes {
+		row("notifications", n)
+	}
+	row("notifications lost / told twice", fmt.Sprintf("%d / %d", f.notesLost, f.notesDups))
 	for _, c := range f.clockShifts {
 		row("clock jump", c)
 	}

@@ -37,11 +37,11 @@ type figures struct {
 	// not by qd.
 	restoreLost int
 	drains      []string // how long the many-lanes scenarios took to drain
+	clockShifts []string // what clock jumps did to ticks
 	// notes are the notification scenarios' figures; notesLost and
 	// notesDups count notifications never told and told twice.
 	notes                []string
 	notesLost, notesDups int
-	clockShifts []string // what clock jumps did to ticks
 
 	// hostileSent counts a hostile agent's socket requests at other runs,
 	// hostileRefused those refused, hostileEffects what any of them

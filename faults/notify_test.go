@@ -185,7 +185,9 @@ func TestNotify_Burst(t *testing.T) {
 		ns[1].Target != hookName || ns[1].Status != "failed" || !strings.HasPrefix(ns[1].Detail, "given up") {
 		t.Errorf("qd show lists the task's notifications as %+v", ns)
 	}
-	fig.add(func(f *figures) { f.notes = append(f.notes, fmt.Sprintf("commands of a burst of 300 all ran within %s", took.Round(time.Millisecond))) })
+	fig.add(func(f *figures) {
+		f.notes = append(f.notes, fmt.Sprintf("commands of a burst of 300 all ran within %s", took.Round(time.Millisecond)))
+	})
 	fig.fault("notification burst", 300)
 }
 

@@ -16,6 +16,14 @@
 -- sender's lease) runs out; NULL once it is sent or failed for good, and
 -- for the rows of older versions, which sent their own. Its default
 -- status stays 'sending', so an older qd's row is never sent again.
+--
+-- A qd built for version 16 or 17 runs on this schema unchanged: it calls
+-- settle, claim and abandon_owner, whose signatures stay, never
+-- finish_tasks itself, and writes notifications as it did (its rows keep
+-- due_at NULL, so no newer daemon sends them again). It tells from memory
+-- what it sees; a newer daemon tells the same event once more only where
+-- the two name a target differently (a webhook, now redacted).
+-- floor: 16
 CREATE TABLE {{schema}}.events (
     id         bigserial PRIMARY KEY,
     task_id    bigint NOT NULL,

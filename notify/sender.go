@@ -159,6 +159,7 @@ func (s *Sender) poll(ctx, sendCtx context.Context) {
 	s.flushRecorded(ctx)
 	plan := s.cfg.Plan()
 	routes, byName := s.routes(plan)
+	s.forget(byName)
 	if len(routes) == 0 {
 		return
 	}
@@ -249,5 +250,17 @@ func (s *Sender) flushRecorded(ctx context.Context) {
 		s.mu.Lock()
 		s.recorded = append(again, s.recorded...)
 		s.mu.Unlock()
+	}
+}
+
+// forget drops what the sender knows of targets a reload removed, once
+// no try of theirs is under way, so that Counts no longer reports them.
+func (s *Sender) forget(byName map[string]Target) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, t := range s.targets {
+		if _, ok := byName[name]; !ok && t.inflight == 0 {
+			delete(s.targets, name)
+		}
 	}
 }

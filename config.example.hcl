@@ -59,13 +59,24 @@ shutdown_grace = "30s"
 # Whom to tell when something fails: a command, run with the facts as JSON
 # on stdin and in QD_* variables (QD_EVENT, QD_TASK_ID, QD_RUN_ID, QD_AGENT,
 # QD_LANE, QD_ATTEMPT, QD_OUTCOME, QD_EXIT_CODE, QD_SIGNAL, QD_SUMMARY,
-# QD_HOST), and/or a webhook that gets the same JSON in a POST. The default
-# of every agent; an agent's own setting replaces it. Each event is told
-# once, however many daemons share the queue, and recorded (qd show). A
-# command gets 30 s, a webhook 10 s; failures are logged, not retried.
+# QD_HOST, QD_NOTIFICATION_ID, QD_TRY), and/or a webhook that gets the same
+# JSON in a POST. The default of every agent; an agent's own setting
+# replaces it. Each event is recorded in the database (qd.notifications,
+# qd show) before it is sent, and told once, however many daemons share
+# the queue. A webhook is shown and recorded as its scheme and host and a
+# fingerprint: its password, path and query stay in this file.
 # examples/notify-mail.sh and examples/notify-desktop.sh are ready to use.
 # on_failure = ["/usr/local/bin/qd-notify", "--to", "me@example.com"]
 # webhook    = "https://hooks.example.com/qd"
+# One try of a target (a command or a webhook) gets this long; each target
+# is tried on its own. Default: 30s for a command, 10s for a webhook.
+# notify_timeout = "10s"
+# A failed try is tried again after this, then twice as long each time,
+# up to an hour. Default: "30s".
+# notify_backoff = "30s"
+# A notification not sent this long after it was recorded is failed for
+# good (qd show says so). Default: "24h".
+# notify_give_up = "24h"
 # Events: "failed" (a task failed for good, its attempts used up),
 # "timeout" and "stall" (a run stopped by timeout or stall_timeout),
 # "lease_lost" (a run's lease was lost or could not be renewed). Default:

@@ -82,12 +82,24 @@ type PeriodicStatus struct {
 	LastTick time.Time `json:"last_tick,omitzero"`
 }
 
-// NotifyCounts counts notifications sent, failed and dropped (the queue
-// was full).
+// NotifyCounts counts the notifications this daemon sent, failed for good
+// and retried (failed tries to be tried again), and lists the targets
+// whose last try failed.
 type NotifyCounts struct {
-	Sent    uint64 `json:"sent"`
-	Failed  uint64 `json:"failed"`
-	Dropped uint64 `json:"dropped"`
+	Sent    uint64       `json:"sent"`
+	Failed  uint64       `json:"failed"`
+	Retried uint64       `json:"retried"`
+	Down    []NotifyDown `json:"down,omitempty"`
+}
+
+// NotifyDown is a notification target whose last try failed: since when
+// (its first failed try since it last answered), how many tries failed,
+// and what the last one said. A webhook is named redacted.
+type NotifyDown struct {
+	Target string    `json:"target"`
+	Since  time.Time `json:"since"`
+	Fails  int       `json:"failed_tries"`
+	Error  string    `json:"error"`
 }
 
 // UnservedAgent is an agent with queued tasks that no living daemon runs.

@@ -141,8 +141,8 @@ func Run(ctx context.Context, o Options) error {
 	} else if n > 0 {
 		logger.Warn("killed process groups left by a previous run", "groups", n)
 	}
-	d.notifier = notify.New(notify.Config{Recorder: queue, Logger: logger.Named("notify"),
-		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name})
+	d.notifier = notify.New(notify.Config{Queue: queue, Logger: logger.Named("notify"),
+		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name, Plan: d.notifyPlan})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
 		Owner: conf.Name, Instance: d.instance, OnClaim: d.metrics.Claimed, Now: wallClock(),
@@ -234,9 +234,12 @@ func Run(ctx context.Context, o Options) error {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.keepStateDir(ctx); return nil }, func(error) { cancel() })
 	}
-	{ // notifications: sent from a queue of their own
+	{ // notifications: sent from the queue until the drain is over, so that
+		// the runs that end during it are told too
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) { cancel() })
+		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) {
+			go func() { <-drained; cancel() }()
+		})
 	}
 	{ // the config's lane blocks, at start and after each reload
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -1,32 +1,38 @@
 package daemon
 
 import (
-	"os"
-	"time"
-
 	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/notify"
 	"github.com/qd-run/qd/supervisor"
 )
 
 // runEnded is the supervisor's OnEnd: it counts the run's end in the
-// metrics, keeps the agent's last outcome for the status, and tells whoever the agent's config names of what went
-// wrong. It never blocks: the notifier only queues.
+// metrics, keeps the agent's last outcome for the status, and wakes the
+// notifier when the run ended in a way worth telling. It never blocks:
+// what is told is in the queue already (a task failed for good records
+// its event where it fails, a timeout or a stall with its settlement), and
+// what only the daemon saw (a lost lease, a settlement that could not be
+// written) is handed to the notifier to record.
 func (d *daemon) runEnded(e supervisor.End) {
 	d.runMetrics(e)
 	d.mu.Lock()
 	d.last[e.Lease.Agent] = api.LastOutcome{RunID: e.Lease.RunID, TaskID: e.Lease.TaskID,
 		Outcome: string(e.Settlement.Outcome), Summary: e.Settlement.Summary, At: e.At}
 	d.mu.Unlock()
-	a := d.config().Agent(e.Lease.Agent)
-	if a == nil || !a.Notify.Enabled() || d.notifier == nil {
+	if d.notifier == nil {
 		return
 	}
+	told := false
 	for _, event := range events(e) {
-		if a.Notify.Wants(event) {
-			d.notifier.Notify(d.event(e, event), targets(a.Notify)...)
+		told = true
+		if event == lease.EventLeaseLost || (!e.Settled && event != lease.EventFailed) {
+			d.notifier.Record(e.Lease.RunID, event)
 		}
+	}
+	if told {
+		d.notifier.Kick()
 	}
 }
 
@@ -35,25 +41,34 @@ func events(e supervisor.End) []string {
 	var out []string
 	switch {
 	case e.Reason == "timeout":
-		out = append(out, config.EventTimeout)
+		out = append(out, lease.EventTimeout)
 	case e.Reason == "stall":
-		out = append(out, config.EventStall)
+		out = append(out, lease.EventStall)
 	case e.LeaseLost():
-		out = append(out, config.EventLeaseLost)
+		out = append(out, lease.EventLeaseLost)
 	}
 	if e.FailedForGood() {
-		out = append(out, config.EventFailed)
+		out = append(out, lease.EventFailed)
 	}
 	return out
 }
 
-func (d *daemon) event(e supervisor.End, event string) notify.Event {
-	host, _ := os.Hostname()
-	st := e.Settlement
-	return notify.Event{Event: event, TaskID: e.Lease.TaskID, RunID: e.Lease.RunID, Agent: e.Lease.Agent,
-		Lane: e.Lease.Lane, Attempt: e.Lease.Attempt, MaxAttempts: e.Lease.MaxAttempts, Outcome: string(st.Outcome),
-		ExitCode: st.ExitCode, Signal: st.Signal, Summary: st.Summary, OutputTail: st.OutputTail,
-		Host: host, Daemon: d.config().Name, At: e.At.UTC().Truncate(time.Millisecond)}
+// notifyPlan is whom the current config tells of what, read by the
+// notifier at every poll.
+func (d *daemon) notifyPlan() notify.Plan {
+	conf := d.config()
+	plan := notify.Plan{Timeout: conf.NotifyRetry.Timeout, Backoff: conf.NotifyRetry.Backoff, GiveUp: conf.NotifyRetry.GiveUp}
+	for _, a := range conf.Agents {
+		if !a.Notify.Enabled() {
+			continue
+		}
+		for _, event := range a.Notify.On {
+			for _, t := range targets(a.Notify) {
+				plan.Routes = append(plan.Routes, notify.Route{Agent: a.Name, Event: event, Target: t})
+			}
+		}
+	}
+	return plan
 }
 
 func targets(n config.Notify) []notify.Target {

@@ -61,8 +61,11 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	s.StartsHeld = d.starts.status()
 	c := d.sup.Containment()
 	s.Containment = api.ContainmentStatus{Kind: c.Kind, Cgroup: c.Path, Controllers: append([]string{}, c.Controllers...), Reason: c.Reason}
-	sent, failed, dropped := d.notifier.Counts()
-	s.Notifications = api.NotifyCounts{Sent: sent, Failed: failed, Dropped: dropped}
+	nc := d.notifier.Counts()
+	s.Notifications = api.NotifyCounts{Sent: nc.Sent, Failed: nc.Failed, Retried: nc.Retried}
+	for _, down := range nc.Down {
+		s.Notifications.Down = append(s.Notifications.Down, api.NotifyDown{Target: down.Target, Since: down.Since, Fails: down.Fails, Error: down.Error})
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, p := range conf.Periodics {

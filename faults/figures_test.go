@@ -38,6 +38,10 @@ type figures struct {
 	restoreLost int
 	drains      []string // how long the many-lanes scenarios took to drain
 	clockShifts []string // what clock jumps did to ticks
+	// notes are the notification scenarios' figures; notesLost and
+	// notesDups count notifications never told and told twice.
+	notes                []string
+	notesLost, notesDups int
 
 	// hostileSent counts a hostile agent's socket requests at other runs,
 	// hostileRefused those refused, hostileEffects what any of them
@@ -121,6 +125,10 @@ func (f *figures) report(w io.Writer, code int) {
 	for _, d := range f.drains {
 		row("drain time", d)
 	}
+	for _, n := range f.notes {
+		row("notifications", n)
+	}
+	row("notifications lost / told twice", fmt.Sprintf("%d / %d", f.notesLost, f.notesDups))
 	for _, c := range f.clockShifts {
 		row("clock jump", c)
 	}

@@ -3,11 +3,14 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +105,56 @@ func TestSecrets_NeverShown(t *testing.T) {
 	}
 	fig.add(func(f *figures) { f.secrets += found })
 	fig.fault("secret-canary", 2)
+}
+
+// Ensure a webhook URL's password, user, path token and query appear
+// nowhere qd writes them: not in the daemon's debug log, `qd show` and
+// `qd status` (text and JSON), nor qd.notifications, even when the
+// webhook's answer echoes its path. It is posted to all the same.
+func TestSecrets_WebhookNeverShown(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	var posts atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); ok && u == "qduser" && p == "Pa55wordCanary" && strings.Contains(req.URL.Path, "S3CRETT0KEN") {
+			posts.Add(1)
+		}
+		http.Error(w, "no such hook: "+req.URL.String(), http.StatusNotFound)
+	}))
+	defer hook.Close()
+	secrets := []string{"qduser", "Pa55wordCanary", "T000", "S3CRETT0KEN", "K3Ycanary"}
+	secret := strings.Replace(hook.URL, "http://", "http://qduser:Pa55wordCanary@", 1) + "/hooks/T000/S3CRETT0KEN?key=K3Ycanary"
+	body := fmt.Sprintf("webhook = %q\nnotify_backoff = \"1h\"\n", secret) +
+		r.agentHCL(agentConf{name: "w", lanes: []string{"hook"}})
+	d := r.daemon("secrets-hook", body, testkit.DaemonOptions{})
+	id := r.enqueue("hook", "w", `{"mode":"crash"}`, 1)
+	r.waitStates("", map[int64]string{id: "failed"}, 30*time.Second)
+	testkit.Eventually(t, 20*time.Second, "the webhook posted to and its failure recorded", func() bool {
+		var n int
+		r.scalar(&n, `SELECT count(*) FROM {s}.notifications WHERE tries = 1 AND status = 'pending'`)
+		return n == 1 && posts.Load() == 1
+	})
+	places := map[string]string{"daemon log": d.Log()}
+	for _, args := range [][]string{{"show", strconv.FormatInt(id, 10)}, {"show", "--json", strconv.FormatInt(id, 10)},
+		{"status", "--socket", d.Socket}, {"status", "--json", "--socket", d.Socket}} {
+		out, errOut, _ := testkit.QD(t, r.qd, r.url, args...)
+		places["qd "+strings.Join(args[:2], " ")] = out + errOut
+	}
+	var rows string
+	r.scalar(&rows, `SELECT coalesce(string_agg(n::text, E'\n'), '') FROM {s}.notifications n`)
+	places["qd.notifications"] = rows
+	found := 0
+	for where, text := range places {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				found++
+				t.Errorf("%s shows %q:\n%s", where, s, text)
+			}
+		}
+	}
+	if !strings.Contains(rows, strings.TrimPrefix(hook.URL, "http://")+"/… [") || !strings.Contains(rows, "404") {
+		t.Errorf("qd.notifications lacks the webhook's host and answer:\n%s", rows)
+	}
+	fig.add(func(f *figures) { f.secrets += found })
+	fig.fault("secret-canary", 1)
 }

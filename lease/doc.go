@@ -62,4 +62,23 @@
 // local deadline, it gives the token's runs back, abandoned with the attempt
 // refunded, as soon as it can, and never starts them. Checked by
 // Claim/Token.
+//
+// # Notifications
+//
+// What is worth telling is recorded where it happens, as an event in an
+// outbox: a task that fails for good records EventFailed in the same
+// transaction that fails it, whoever fails it (a settlement, a claim's
+// reap, AbandonOwner, a `qd claim` script's `qd fail`), so a crash can
+// lose none; a settlement records its Event (a timeout, a stall) in its
+// own transaction; RecordEvent records what only a daemon saw (a lease
+// lost). An event is recorded once per run. Daemons take events
+// (TakeEvents) into notifications, one per target, each once per run,
+// event and target however many daemons take them, and send them from
+// there: ClaimNotifications gives each due notification to one caller at
+// a time, for a sending lease; FinishNotification, fenced on the try,
+// records it sent, failed for good, or pending again after a delay. A
+// sender that dies mid-try leaves its claim to expire, and the next claim
+// tries it again. Checked by Notify/FailedByReap, Notify/FailedByAbandon,
+// Notify/SettleEvent, Notify/Once, Notify/ClaimOnce, Notify/Retry and
+// Notify/GiveUp.
 package lease

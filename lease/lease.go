@@ -250,6 +250,10 @@ type Settlement struct {
 	// run had no cgroup or the cgroup no memory controller.
 	CPUTime    *time.Duration
 	MemoryPeak *int64
+	// Event, when set (EventTimeout or EventStall), is recorded for the
+	// run in the settlement's transaction, for TakeEvents, once the run
+	// has this settlement's outcome.
+	Event string
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.
@@ -336,13 +340,31 @@ type Provider interface {
 	// when it is already done or failed; ErrNotFound for an unknown id.
 	Cancel(ctx context.Context, taskID int64) (TaskState, error)
 
-	// ClaimNotification records that n is about to be sent, and reports
-	// whether this caller is the first to claim its run, event and target:
-	// false when someone (another daemon sharing the queue) already did,
-	// and then the caller must not send it. Returns the record's id.
-	ClaimNotification(ctx context.Context, n Notification) (id int64, first bool, err error)
-	// FinishNotification records how sending notification id went.
-	FinishNotification(ctx context.Context, id int64, status NotificationStatus, detail string) error
+	// RecordEvent records that run runID met event (one only its daemon
+	// saw, as EventLeaseLost), unless it is recorded already: the outbox
+	// TakeEvents reads. A task that fails for good records its EventFailed
+	// itself, in the transaction that fails it, and a settlement its Event.
+	// ErrNotFound for an unknown run, ErrInvalid for an unknown event.
+	RecordEvent(ctx context.Context, runID int64, event string) error
+	// TakeEvents turns up to limit events not yet taken whose agent and
+	// event one of routes names into notifications, one per route and
+	// target (none twice for a run, event and target), and marks those
+	// events taken by by; it skips events another caller is taking. It
+	// returns how many notifications it made.
+	TakeEvents(ctx context.Context, by string, routes []NotifyRoute, limit int) (int, error)
+	// ClaimNotifications claims for sending by c.By, until c.Lease has
+	// passed, up to N due notifications of each target of c (pending ones
+	// whose time has come, or sending ones whose claim expired), oldest
+	// first, counting a try of each; a notification is claimed by one
+	// caller at a time. In the same transaction it fails for good, and
+	// returns as such, the pending notifications of those targets older
+	// than c.GiveUp.
+	ClaimNotifications(ctx context.Context, c NotifyClaim) (claimed, gaveUp []NotificationJob, err error)
+	// FinishNotification records how try of notification id went: sent,
+	// failed for good, or pending again after r.RetryIn. ErrLeaseLost when
+	// that try no longer holds the notification (its claim expired and
+	// another caller claimed it): nothing is written.
+	FinishNotification(ctx context.Context, id int64, try int, r NotifyResult) error
 	// Notifications lists the notifications about a task's runs, oldest
 	// first.
 	Notifications(ctx context.Context, taskID int64) ([]Notification, error)
@@ -488,35 +510,13 @@ func ValidateSettlement(s Settlement) error {
 	if s.RetryIn < 0 {
 		return fmt.Errorf("%w: run %d: retry delay %s is negative", ErrInvalid, s.RunID, s.RetryIn)
 	}
+	if s.Event != "" && (s.Event == EventFailed || !ValidEvent(s.Event)) {
+		return fmt.Errorf("%w: run %d: event %q is not one a settlement records", ErrInvalid, s.RunID, s.Event)
+	}
 	return nil
 }
 
 // SilenceSummary is the summary the reaper writes on an expired run.
 func SilenceSummary(silent time.Duration) string {
 	return fmt.Sprintf("lease expired: silent for %ds", int64(silent.Round(time.Second)/time.Second))
-}
-
-// NotificationStatus is how sending a notification went.
-type NotificationStatus string
-
-// The states of a notification.
-const (
-	NotificationSending NotificationStatus = "sending"
-	NotificationSent    NotificationStatus = "sent"
-	NotificationFailed  NotificationStatus = "failed"
-)
-
-// Notification is one telling of one event about a run to one target (a
-// command or a webhook).
-type Notification struct {
-	ID         int64
-	TaskID     int64
-	RunID      int64
-	Event      string // failed, timeout, stall, lease_lost
-	Target     string // the command line or the webhook URL
-	Status     NotificationStatus
-	Detail     string // what the command said or the webhook answered
-	SentBy     string // the daemon that sent it
-	CreatedAt  time.Time
-	FinishedAt time.Time // zero while sending
 }

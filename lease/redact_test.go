@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/qd-run/qd/lease"
@@ -20,5 +21,31 @@ func TestRedact(t *testing.T) {
 		if got := lease.Redact(tt.in); got != tt.want {
 			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// Ensure RedactWebhook keeps only the scheme and host of a webhook URL,
+// hiding its password, user, path token and query, and gives two URLs on
+// one host different fingerprints.
+func TestRedactWebhook(t *testing.T) {
+	secret := "https://user:pass@hooks.example.com:8443/hooks/T000/SECRET?key=x"
+	got := lease.RedactWebhook(secret)
+	for _, part := range []string{"user", "pass", "T000", "SECRET", "key", "x"} {
+		if strings.Contains(strings.TrimPrefix(got, "https://hooks.example.com:8443"), part) {
+			t.Errorf("RedactWebhook(%q) = %q shows %q", secret, got, part)
+		}
+	}
+	if !strings.HasPrefix(got, "https://hooks.example.com:8443/… [") {
+		t.Errorf("RedactWebhook(%q) = %q, want the scheme and host, then …", secret, got)
+	}
+	other := lease.RedactWebhook("https://hooks.example.com:8443/hooks/T000/OTHER")
+	if other == got || other[:len(other)-10] != got[:len(got)-10] {
+		t.Errorf("two webhooks on one host: %q and %q, want the same text and another fingerprint", got, other)
+	}
+	if got := lease.RedactWebhook("http://127.0.0.1:9/"); !strings.HasPrefix(got, "http://127.0.0.1:9 [") {
+		t.Errorf("a URL with nothing secret: %q", got)
+	}
+	if got := lease.RedactWebhook("%zz://a:b@c"); strings.Contains(got, "a:b") {
+		t.Errorf("a URL that does not parse: %q", got)
 	}
 }

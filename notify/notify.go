@@ -1,29 +1,27 @@
 package notify
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"os/exec"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/lease"
 )
 
-// Limits of one notification.
+// Defaults of a Plan, and the limits of one try.
 const (
+	// CommandTimeout and WebhookTimeout bound one try of a command and of
+	// a webhook, unless Plan.Timeout says otherwise.
 	CommandTimeout = 30 * time.Second
 	WebhookTimeout = 10 * time.Second
-	// QueueLen bounds the notifications waiting to be sent.
-	QueueLen = 64
+	// DefaultBackoff is the wait before the first retry; each retry waits
+	// twice the one before, up to MaxBackoff.
+	DefaultBackoff = 30 * time.Second
+	MaxBackoff     = time.Hour
+	// DefaultGiveUp is how long after it was recorded a notification is
+	// failed for good if it could not be sent.
+	DefaultGiveUp = 24 * time.Hour
+	// PerTarget bounds the tries of one target under way at once.
+	PerTarget = 4
 	// detailMax bounds what is recorded of a command's output or a
 	// webhook's answer.
 	detailMax = 500
@@ -44,9 +42,23 @@ type Event struct {
 	Signal      string    `json:"signal,omitempty"`
 	Summary     string    `json:"summary"`
 	OutputTail  string    `json:"output_tail"`
-	Host        string    `json:"host"`
-	Daemon      string    `json:"daemon"`
-	At          time.Time `json:"at"`
+	Host        string    `json:"host"`   // the host of the daemon that tells
+	Daemon      string    `json:"daemon"` // the daemon that held the run
+	At          time.Time `json:"at"`     // when the event was recorded
+	// Notification identifies this telling: the same on every try of it,
+	// so that a receiver told twice (its sender died between telling and
+	// recording it) can tell.
+	Notification int64 `json:"notification_id"`
+	Try          int   `json:"try"`
+}
+
+// eventOf is the event a claimed notification tells.
+func eventOf(j lease.NotificationJob, host string) Event {
+	r := j.Run
+	return Event{Event: j.Event, TaskID: j.TaskID, RunID: j.RunID, Agent: r.Agent, Lane: r.Lane,
+		Attempt: r.Attempt, MaxAttempts: j.MaxAttempts, Outcome: string(r.State), ExitCode: r.ExitCode,
+		Signal: r.Signal, Summary: r.Summary, OutputTail: r.OutputTail, Host: host, Daemon: r.Owner,
+		At: j.EventAt.UTC().Truncate(time.Millisecond), Notification: j.ID, Try: j.Tries}
 }
 
 // Target is one whom to tell: a command or a webhook.
@@ -55,186 +67,87 @@ type Target struct {
 	Webhook string
 }
 
-// String is how the target is recorded.
+// String is how the target is shown, logged and recorded: the command
+// line, or the webhook redacted (lease.RedactWebhook).
 func (t Target) String() string {
 	if t.Webhook != "" {
-		return t.Webhook
+		return lease.RedactWebhook(t.Webhook)
 	}
 	return strings.Join(t.Command, " ")
 }
 
-// Recorder is what the sender needs of the queue.
-type Recorder interface {
-	ClaimNotification(ctx context.Context, n lease.Notification) (int64, bool, error)
-	FinishNotification(ctx context.Context, id int64, status lease.NotificationStatus, detail string) error
+// Route says that Event of Agent is told to Target.
+type Route struct {
+	Agent, Event string
+	Target       Target
 }
 
-// Config wires a Sender.
-type Config struct {
-	Recorder Recorder
-	Logger   hclog.Logger
-	// Env is the environment of commands, before the QD_ variables.
-	Env []string
-	// Daemon names the sender in records.
-	Daemon string
+// Plan is whom the sender tells and how hard it tries. It is read again
+// at every poll, so a reloaded config takes effect at once.
+type Plan struct {
+	Routes []Route
+	// Timeout bounds one try of any target; zero: CommandTimeout for a
+	// command, WebhookTimeout for a webhook.
+	Timeout time.Duration
+	// Backoff is the wait before the first retry (DefaultBackoff when
+	// zero); each retry waits twice the one before, up to MaxBackoff.
+	Backoff time.Duration
+	// GiveUp is how long after it was recorded a notification not yet
+	// sent is failed for good (DefaultGiveUp when zero).
+	GiveUp time.Duration
 }
 
-type job struct {
-	e Event
-	t Target
-}
-
-// Sender sends notifications from a goroutine of its own; see Run.
-type Sender struct {
-	cfg                   Config
-	queue                 chan job
-	client                *http.Client
-	sent, failed, dropped atomic.Uint64
-}
-
-// New returns a Sender; start Run to send.
-func New(cfg Config) *Sender {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
-	return &Sender{cfg: cfg, queue: make(chan job, QueueLen), client: &http.Client{Timeout: WebhookTimeout}}
-}
-
-// Notify queues e for each target and returns at once. When the queue is
-// full the notification is dropped, logged and counted.
-func (s *Sender) Notify(e Event, targets ...Target) {
-	for _, t := range targets {
-		select {
-		case s.queue <- job{e, t}:
-		default:
-			s.dropped.Add(1)
-			s.cfg.Logger.Warn("notification dropped: too many waiting", "event", e.Event, "run_id", e.RunID, "target", t.String())
-		}
-	}
-}
-
-// Counts says how many notifications were sent, failed and dropped.
-func (s *Sender) Counts() (sent, failed, dropped uint64) {
-	return s.sent.Load(), s.failed.Load(), s.dropped.Load()
-}
-
-// Run sends queued notifications until ctx ends.
-func (s *Sender) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case j := <-s.queue:
-			s.send(ctx, j)
-		}
-	}
-}
-
-// send claims j, tells its target, and records how it went.
-func (s *Sender) send(ctx context.Context, j job) {
-	log := s.cfg.Logger.With("event", j.e.Event, "task_id", j.e.TaskID, "run_id", j.e.RunID, "target", j.t.String())
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	id, first, err := s.cfg.Recorder.ClaimNotification(cctx, lease.Notification{TaskID: j.e.TaskID, RunID: j.e.RunID,
-		Event: j.e.Event, Target: j.t.String(), SentBy: s.cfg.Daemon})
-	cancel()
+func (p Plan) timeout(t Target) time.Duration {
 	switch {
-	case err != nil:
-		s.failed.Add(1)
-		log.Error("notification not sent: cannot record it", "error", err)
-		return
-	case !first:
-		log.Debug("notification already sent by another daemon")
-		return
+	case p.Timeout > 0:
+		return p.Timeout
+	case t.Webhook != "":
+		return WebhookTimeout
 	}
-	body, _ := json.Marshal(j.e)
-	var detail string
-	if j.t.Webhook != "" {
-		detail, err = s.post(ctx, j.t.Webhook, body)
-	} else {
-		detail, err = s.run(ctx, j.t.Command, j.e, body)
-	}
-	status := lease.NotificationSent
-	if err != nil {
-		status, detail = lease.NotificationFailed, bound(err.Error()+": "+detail)
-		s.failed.Add(1)
-		log.Error("notification failed", "error", err, "detail", detail)
-	} else {
-		s.sent.Add(1)
-		log.Info("notification sent")
-	}
-	cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := s.cfg.Recorder.FinishNotification(cctx, id, status, bound(detail)); err != nil {
-		log.Warn("record the notification's outcome", "error", err)
-	}
+	return CommandTimeout
 }
 
-// run runs a notification command with body on stdin.
-func (s *Sender) run(ctx context.Context, argv []string, e Event, body []byte) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(append([]string{}, s.cfg.Env...), eventEnv(e)...)
-	cmd.Stdin = bytes.NewReader(body)
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return string(out), fmt.Errorf("%s did not finish within %s", argv[0], CommandTimeout)
+// retryIn is the wait after the tries-th failed try.
+func (p Plan) retryIn(tries int) time.Duration {
+	d := p.Backoff
+	if d <= 0 {
+		d = DefaultBackoff
 	}
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %w", argv[0], err)
+	for i := 1; i < tries && d < MaxBackoff; i++ {
+		d *= 2
 	}
-	return strings.TrimSpace(string(out)), nil
+	return min(d, MaxBackoff)
 }
 
-// post posts body to url; a status other than 2xx is a failure.
-func (s *Sender) post(ctx context.Context, url string, body []byte) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return "", fmt.Errorf("webhook request: %w", err)
+func (p Plan) giveUp() time.Duration {
+	if p.GiveUp > 0 {
+		return p.GiveUp
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "qd")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("post to webhook: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, detailMax))
-	detail := resp.Status
-	if len(bytes.TrimSpace(answer)) > 0 {
-		detail += ": " + strings.TrimSpace(string(answer))
-	}
-	if resp.StatusCode/100 != 2 {
-		return detail, fmt.Errorf("webhook answered %s", resp.Status)
-	}
-	return detail, nil
+	return DefaultGiveUp
 }
 
-// eventEnv is e as QD_ variables.
-func eventEnv(e Event) []string {
-	env := []string{
-		"QD_EVENT=" + e.Event,
-		"QD_TASK_ID=" + strconv.FormatInt(e.TaskID, 10),
-		"QD_RUN_ID=" + strconv.FormatInt(e.RunID, 10),
-		"QD_AGENT=" + e.Agent,
-		"QD_LANE=" + e.Lane,
-		"QD_ATTEMPT=" + strconv.Itoa(e.Attempt),
-		"QD_MAX_ATTEMPTS=" + strconv.Itoa(e.MaxAttempts),
-		"QD_OUTCOME=" + e.Outcome,
-		"QD_SIGNAL=" + e.Signal,
-		"QD_SUMMARY=" + e.Summary,
-		"QD_HOST=" + e.Host,
-	}
-	if e.ExitCode != nil {
-		env = append(env, "QD_EXIT_CODE="+strconv.Itoa(*e.ExitCode))
-	}
-	return env
+// Counts says what a sender did since it started, and which targets are
+// down now.
+type Counts struct {
+	Sent    uint64 // notifications sent
+	Failed  uint64 // notifications failed for good
+	Retried uint64 // failed tries that are tried again later
+	Down    []Down
 }
 
+// Down is a target whose last try failed.
+type Down struct {
+	Target string    // as Target.String
+	Since  time.Time // the first failed try since it last answered
+	Fails  int       // failed tries since then
+	Error  string    // what the last try said
+}
+
+// bound cuts s to detailMax bytes of valid UTF-8 (the database refuses
+// anything else).
 func bound(s string) string {
-	if len(s) <= detailMax {
-		return s
+	if len(s) > detailMax {
+		s = s[:detailMax] + "…"
 	}
-	return s[:detailMax] + "…"
+	return strings.ToValidUTF8(s, "�")
 }

@@ -2,8 +2,9 @@
 // production queue.
 //
 // Everything lives in one schema (qd unless the URL says ?schema=NAME):
-// tables lanes, tasks, runs, periodic and daemons, whose names and columns
-// are a public contract for psql users, and the functions claim, heartbeat,
+// tables lanes, tasks, runs, periodic, daemons, events and notifications,
+// whose names and columns are a public contract for psql users, and the
+// functions claim, heartbeat,
 // settle, enqueue, abandon_owner, reap_lane, finish_tasks, backoff and
 // lane_key. Migrate creates and upgrades the schema; Open never does, and
 // every method fails with ErrNotMigrated until it has run.
@@ -109,4 +110,21 @@
 // last_heartbeat_at, pid, last_output_at), in a table with fillfactor 70,
 // so they are HOT updates and never touch tasks. Only the database clock,
 // clock_timestamp(), decides leases.
+//
+// # Notifications
+//
+// events is an outbox: finish_tasks, the one place a task becomes failed,
+// inserts the run's 'failed' event in the statement that fails it, so a
+// settlement, a claim's reap and abandon_owner all record it in their
+// transaction; Settle inserts a settlement's Event (a timeout, a stall) in
+// its own; RecordEvent what only a daemon saw. TakeEvents, in one
+// statement, locks untaken events of the routed agents FOR UPDATE SKIP
+// LOCKED, marks them taken and inserts a pending notification per target
+// (ON CONFLICT on run, event and target: told once). ClaimNotifications,
+// in one statement, fails for good the pending rows of its targets past
+// the give-up age, then claims the due ones (pending whose due_at passed,
+// or sending whose claim ran out), FOR UPDATE SKIP LOCKED, setting due_at
+// to the end of the claim; FinishNotification writes a try's result only
+// while that try (tries) still holds the row. None of this is on the lease
+// path: settle only inserts, and only for the runs that have an event.
 package pg

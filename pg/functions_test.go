@@ -28,6 +28,8 @@ var functionSums = map[int]string{
 	14: "dd3db256fd04cda77ea5673e886205ade550bb8a3db2607774344fb4a7168bcd",
 	15: "ef03761f05711f3044e0aa0da316ba1654922fb7d1fe3a261fd3c59e2c2c7979",
 	16: "e1df9cdeacf093bf7ef6f21a3606d481d963c4bd8efd336833e35807042c9399",
+	17: "e1df9cdeacf093bf7ef6f21a3606d481d963c4bd8efd336833e35807042c9399",
+	18: "17f5db95605dae3e4a021324e6980da8495a77fce7dd859476a7796654fa15c4",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -68,6 +68,15 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 			logIDs, logErrs, logOutcomes = append(logIDs, ss[i].RunID), append(logErrs, e), append(logOutcomes, string(ss[i].Outcome))
 		}
 	}
+	var evIDs []int64
+	var evNames, evOutcomes []string
+	var evTokens []*string
+	for _, i := range idx {
+		if e := ss[i].Event; e != "" {
+			evIDs, evNames = append(evIDs, ss[i].RunID), append(evNames, e)
+			evOutcomes, evTokens = append(evOutcomes, string(ss[i].Outcome)), append(evTokens, nullString(ss[i].ClaimToken))
+		}
+	}
 	status := make(map[int64]string, len(ids))
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`),
@@ -90,6 +99,16 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 			b.Queue(p.sql(`UPDATE {{schema}}.runs r SET log_error = x.e
 				FROM unnest($1::bigint[], $2::text[], $3::text[]) AS x(id, e, outcome)
 				WHERE r.id = x.id AND r.state = x.outcome`), logIDs, logErrs, logOutcomes)
+		}
+		if len(evIDs) > 0 {
+			// The outbox event of each run that now has the outcome
+			// settled here (a timeout, a stall), once.
+			b.Queue(p.sql(`INSERT INTO {{schema}}.events (task_id, run_id, event, agent)
+				SELECT r.task_id, r.id, x.e, r.agent
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS x(id, e, outcome, token)
+				JOIN {{schema}}.runs r ON r.id = x.id AND r.state = x.outcome
+				WHERE x.token IS NULL OR r.claim_token IS NOT DISTINCT FROM x.token
+				ON CONFLICT (run_id, event) DO NOTHING`), evIDs, evNames, evOutcomes, evTokens)
 		}
 	})
 	if err != nil {

@@ -276,8 +276,8 @@ func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, er
 	return rs, nil
 }
 
-// Prune deletes finished tasks, and their runs, that finished more than
-// olderThan ago.
+// Prune deletes finished tasks, and their runs, events and notifications,
+// that finished more than olderThan ago.
 func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (lease.PruneResult, error) {
 	if olderThan < 0 {
 		return lease.PruneResult{}, fmt.Errorf("prune: %w: age %s is negative", lease.ErrInvalid, olderThan)
@@ -290,7 +290,9 @@ func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bo
 		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`
 	if !dryRun {
 		q = `WITH d AS (DELETE FROM {{schema}}.tasks x WHERE x.id IN (` + doomed + `) RETURNING x.id),
-		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d))
+		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d)),
+		e AS (DELETE FROM {{schema}}.events e WHERE e.task_id IN (SELECT id FROM d)),
+		n AS (DELETE FROM {{schema}}.notifications n WHERE n.task_id IN (SELECT id FROM d))
 		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`
 	}
 	var res lease.PruneResult

@@ -176,7 +176,11 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 		st.Outcome, st.Summary, st.Refund = lease.RunAbandoned, text, true
 	case reason == stopTimeout || reason == stopStall:
 		// The agent's own doing: the next attempt backs off like a failure.
-		st.Outcome, st.Summary = lease.RunAbandoned, text
+		// The event is recorded with the settlement, for notifications.
+		st.Outcome, st.Summary, st.Event = lease.RunAbandoned, text, lease.EventTimeout
+		if reason == stopStall {
+			st.Event = lease.EventStall
+		}
 		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
 	case reason == stopFenced:
 		// qd's own reason (the database out of reach): claimable at once.

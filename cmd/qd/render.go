@@ -76,8 +76,12 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 	if !s.DrainingSince.IsZero() {
 		fmt.Fprintf(w, "state:\tDRAINING since %s (%s): claims nothing more\n", s.DrainingSince.Format(time.RFC3339), relative(s.DrainingSince, now))
 	}
-	if n := s.Notifications; n.Sent+n.Failed+n.Dropped > 0 {
-		fmt.Fprintf(w, "notified:\t%d sent, %d failed, %d dropped\n", n.Sent, n.Failed, n.Dropped)
+	if n := s.Notifications; n.Sent+n.Failed+n.Retried > 0 || len(n.Down) > 0 {
+		fmt.Fprintf(w, "notified:\t%d sent, %d failed, %d retried\n", n.Sent, n.Failed, n.Retried)
+		for _, down := range n.Down {
+			fmt.Fprintf(w, "notify down:\t%s since %s (%s), %d tries failed: %s\n", down.Target,
+				down.Since.Format(time.RFC3339), relative(down.Since, now), down.Fails, truncate(down.Error, 80))
+		}
 	}
 }
 

@@ -145,12 +145,26 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 	}
 	fmt.Fprintln(env.Stdout)
 	now := time.Now()
-	tb := newTable(env.Stdout, "NOTIFIED", "RUN", "EVENT", "TARGET", "STATUS", "BY", "DETAIL")
+	tb := newTable(env.Stdout, "NOTIFIED", "RUN", "EVENT", "TARGET", "STATUS", "TRIES", "BY", "DETAIL")
 	for _, n := range notes {
-		tb.row(relative(n.CreatedAt, now), strconv.FormatInt(n.RunID, 10), n.Event, truncate(n.Target, 40),
-			string(n.Status), n.SentBy, truncate(n.Detail, 60))
+		tb.row(relative(n.CreatedAt, now), strconv.FormatInt(n.RunID, 10), n.Event, truncate(n.Target, 60),
+			notificationState(n, now), strconv.Itoa(n.Tries), n.SentBy, truncate(n.Detail, 60))
 	}
 	return tb.flush()
+}
+
+// notificationState says where a notification is: sent, failed (for
+// good), sending, or when it is tried next.
+func notificationState(n lease.Notification, now time.Time) string {
+	switch {
+	case n.Status != lease.NotificationPending || n.DueAt.IsZero():
+		return string(n.Status)
+	case n.Tries == 0:
+		return "pending"
+	case !n.DueAt.After(now):
+		return "retry now"
+	}
+	return "retry " + relative(n.DueAt, now)
 }
 
 // notificationJSON is the JSON form of a notification.
@@ -159,15 +173,17 @@ type notificationJSON struct {
 	Event      string     `json:"event"`
 	Target     string     `json:"target"`
 	Status     string     `json:"status"`
+	Tries      int        `json:"tries"`
 	Detail     string     `json:"detail"`
 	SentBy     string     `json:"sent_by"`
 	CreatedAt  *time.Time `json:"created_at"`
+	DueAt      *time.Time `json:"due_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 }
 
 func toNotificationJSON(n lease.Notification) notificationJSON {
-	return notificationJSON{n.RunID, n.Event, n.Target, string(n.Status), n.Detail, n.SentBy,
-		timePtr(n.CreatedAt), timePtr(n.FinishedAt)}
+	return notificationJSON{n.RunID, n.Event, n.Target, string(n.Status), n.Tries, n.Detail, n.SentBy,
+		timePtr(n.CreatedAt), timePtr(n.DueAt), timePtr(n.FinishedAt)}
 }
 
 func writeTaskDetail(env *Env, t lease.Task) {

@@ -66,6 +66,7 @@ type Config struct {
 	Periodics     []Periodic    // sorted by name
 	Lanes         []Lane        // sorted by name
 	Notify        Notify        // the default of the agents' notifications
+	NotifyRetry   NotifyRetry   // how hard notifications are tried
 	UI            *UI           // the ui block; nil when there is none
 	// Warnings are what is valid but likely a mistake; see warnings.
 	Warnings []Problem

@@ -4,17 +4,30 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/qd-run/qd/lease"
 )
 
 // The events a notification can be sent for.
 const (
-	EventFailed    = "failed"     // a task failed for good: its attempts are used up
-	EventTimeout   = "timeout"    // a run was stopped by the agent's timeout
-	EventStall     = "stall"      // a run was stopped by the agent's stall_timeout
-	EventLeaseLost = "lease_lost" // a run's lease was lost, or could not be renewed in time
+	EventFailed    = lease.EventFailed    // a task failed for good: its attempts are used up
+	EventTimeout   = lease.EventTimeout   // a run was stopped by the agent's timeout
+	EventStall     = lease.EventStall     // a run was stopped by the agent's stall_timeout
+	EventLeaseLost = lease.EventLeaseLost // a run's lease was lost, or could not be renewed in time
 )
+
+// NotifyRetry is how hard notifications are tried: the top-level
+// notify_timeout, notify_backoff and notify_give_up. Zero fields keep
+// package notify's defaults (30 s for a command and 10 s for a webhook,
+// 30 s doubling to an hour, 24 h).
+type NotifyRetry struct {
+	Timeout time.Duration // one try of any target
+	Backoff time.Duration // the wait before the first retry
+	GiveUp  time.Duration // how long after it was recorded a notification is given up
+}
 
 // NotifyEvents lists every event, the default of notify_on.
 var NotifyEvents = []string{EventFailed, EventTimeout, EventStall, EventLeaseLost}
@@ -55,7 +68,7 @@ func (d *decoder) notify(attrs hcl.Attributes, ctx, base string, n *Notify) {
 	if a, ok := attrs["webhook"]; ok && d.str(attrs, "webhook", &n.Webhook) {
 		u, err := url.Parse(n.Webhook)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			d.at(line(a), ctx, "webhook %q is not an http:// or https:// URL", n.Webhook)
+			d.at(line(a), ctx, "webhook %s is not an http:// or https:// URL", lease.RedactWebhook(n.Webhook))
 		}
 	}
 	if a, ok := attrs["notify_on"]; ok && d.decode(attrs, "notify_on", &n.On) {

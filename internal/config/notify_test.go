@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Ensure the top-level notifications are every agent's default, an agent's
@@ -42,18 +43,28 @@ agent "own" {
 	}
 
 	bad := `
-webhook   = "ftp://example/x"
+webhook   = "ftp://user:s3cret@example/x"
 notify_on = ["failed", "sometimes"]
 on_failure = ["/no/such/notifier"]
+notify_give_up = "soon"
 `
 	_, err = Parse([]byte(bad), "/etc/qd/qd.hcl")
 	for _, want := range []string{
-		`qd.hcl:2: webhook "ftp://example/x" is not an http:// or https:// URL`,
+		`qd.hcl:2: webhook ftp://example/… [`,
+		`] is not an http:// or https:// URL`,
 		`qd.hcl:3: notify_on: "sometimes" is not one of failed, timeout, stall, lease_lost`,
 		`qd.hcl:4: on_failure: `,
+		`qd.hcl:5: notify_give_up "soon" is`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("bad notifications: error %v, want %q", err, want)
 		}
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error shows the webhook's password: %v", err)
+	}
+	retry := "notify_timeout = \"5s\"\nnotify_backoff = \"1m\"\nnotify_give_up = \"2h\"\n"
+	if c, err := Parse([]byte(retry), "q.hcl"); err != nil || c.NotifyRetry != (NotifyRetry{5 * time.Second, time.Minute, 2 * time.Hour}) {
+		t.Errorf("notify_timeout, notify_backoff, notify_give_up: %+v, %v", c.NotifyRetry, err)
 	}
 }

@@ -25,6 +25,7 @@ var rootSchema = &hcl.BodySchema{
 		{Name: "database"}, {Name: "name"}, {Name: "socket"}, {Name: "state_dir"},
 		{Name: "log_level"}, {Name: "log_format"}, {Name: "shutdown_grace"},
 		{Name: "retention"}, {Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
+		{Name: "notify_timeout"}, {Name: "notify_backoff"}, {Name: "notify_give_up"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "agent", LabelNames: []string{"name"}},
@@ -133,6 +134,9 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 	d.oneOf(attrs, "log_format", "", &c.LogFormat, "text", "json")
 	d.dur(attrs, "shutdown_grace", "", &c.ShutdownGrace)
 	d.dur(attrs, "retention", "", &c.Retention) // absent: keep forever
+	d.dur(attrs, "notify_timeout", "", &c.NotifyRetry.Timeout)
+	d.dur(attrs, "notify_backoff", "", &c.NotifyRetry.Backoff)
+	d.dur(attrs, "notify_give_up", "", &c.NotifyRetry.GiveUp)
 }
 
 // path decodes a path into dst, resolved against the file's directory.

@@ -452,39 +452,3 @@ func testAbandonOwner(t *testing.T, p lease.Provider) {
 	}
 	checkConsistent(t, p)
 }
-
-// Ensure a notification is claimed once per run, event and target (a second
-// claim, as by another daemon, is refused), that its outcome is kept, and
-// that a task's notifications are listed with it.
-func testNotifyOnce(t *testing.T, p lease.Provider) {
-	ctx := context.Background()
-	id := mustEnqueue(t, p, task("notify", "a"))
-	l := MustClaim(t, p, claimIn("notify"))
-	n := lease.Notification{TaskID: id, RunID: l.RunID, Event: "failed", Target: "/usr/bin/notify", SentBy: "d1"}
-	nid, first, err := p.ClaimNotification(ctx, n)
-	if err != nil || !first {
-		t.Fatalf("first claim: %d %v %v, want first", nid, first, err)
-	}
-	n.SentBy = "d2"
-	if _, again, err := p.ClaimNotification(ctx, n); err != nil || again {
-		t.Errorf("second claim of the same run, event and target: first=%v %v, want refused", again, err)
-	}
-	other := n
-	other.Target = "https://hooks.example/qd"
-	if _, first, err := p.ClaimNotification(ctx, other); err != nil || !first {
-		t.Errorf("claim of another target: first=%v %v, want granted", first, err)
-	}
-	if err := p.FinishNotification(ctx, nid, lease.NotificationSent, "exit 0"); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := p.Notifications(ctx, id)
-	if err != nil || len(ns) != 2 {
-		t.Fatalf("notifications of task %d: %+v, %v; want two", id, ns, err)
-	}
-	if got := ns[0]; got.ID != nid || got.Status != lease.NotificationSent || got.Detail != "exit 0" || got.SentBy != "d1" || got.FinishedAt.IsZero() {
-		t.Errorf("first notification: %+v, want sent by d1 with its detail", got)
-	}
-	if got := ns[1]; got.Status != lease.NotificationSending || !got.FinishedAt.IsZero() {
-		t.Errorf("unfinished notification: %+v", got)
-	}
-}

@@ -26,7 +26,11 @@ type Provider struct {
 	periodic map[string]time.Time
 	lastTask int64
 	lastRun  int64
-	notes    []lease.Notification // by id - 1
+	// The outbox and the notifications made from it (notifications.go).
+	events    []*event
+	lastEvent int64
+	notes     map[int64]*lease.Notification
+	lastNote  int64
 }
 
 // New returns an empty provider.
@@ -37,6 +41,7 @@ func New() *Provider {
 		runs:     map[int64]*lease.Run{},
 		live:     map[int64]*lease.Run{},
 		periodic: map[string]time.Time{},
+		notes:    map[int64]*lease.Notification{},
 	}
 }
 

@@ -158,6 +158,7 @@ func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bo
 	for _, id := range res.RunIDs {
 		delete(p.runs, id)
 	}
+	p.forget(gone)
 	return res, nil
 }
 

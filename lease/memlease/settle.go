@@ -87,12 +87,18 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 	}
 	r, err := p.liveRun(s.RunID, now)
 	if r != nil && err != nil && r.State == s.Outcome {
+		if s.Event != "" {
+			p.record(r, s.Event, now)
+		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("settle %w", err)
 	}
 	p.end(r, s, now)
+	if s.Event != "" {
+		p.record(r, s.Event, now)
+	}
 	return nil
 }
 
@@ -131,6 +137,7 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 		requeue(t, now, now)
 	case t.Attempts >= t.MaxAttempts:
 		finish(t, lease.TaskFailed, now)
+		p.record(r, lease.EventFailed, now)
 	case s.Outcome == lease.RunFailed:
 		delay := s.RetryIn
 		if delay == 0 {

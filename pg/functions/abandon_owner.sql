@@ -15,6 +15,6 @@ BEGIN
     IF v_runs IS NULL THEN
         RETURN;
     END IF;
-    PERFORM {{schema}}.finish_tasks(v_tasks, array_fill('abandoned'::text, ARRAY[cardinality(v_tasks)]), NULL, NULL);
+    PERFORM {{schema}}.finish_tasks(v_runs, v_tasks, array_fill('abandoned'::text, ARRAY[cardinality(v_tasks)]), NULL, NULL);
     RETURN QUERY SELECT unnest(v_runs);
 END $$;

@@ -6,6 +6,7 @@
 CREATE OR REPLACE FUNCTION {{schema}}.reap_lane(p_lane text) RETURNS int
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
+    v_runs  bigint[];
     v_tasks bigint[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM {{schema}}.runs x
@@ -19,12 +20,12 @@ BEGIN
             summary = 'lease expired: silent for '
                 || round(extract(epoch FROM clock_timestamp() - x.last_heartbeat_at))::bigint || 's'
         WHERE x.lane = p_lane AND x.state = 'running' AND x.lease_expires_at <= clock_timestamp()
-        RETURNING x.task_id
+        RETURNING x.id, x.task_id
     )
-    SELECT array_agg(e.task_id) INTO v_tasks FROM reaped e;
+    SELECT array_agg(e.id), array_agg(e.task_id) INTO v_runs, v_tasks FROM reaped e;
     IF v_tasks IS NULL THEN
         RETURN 0;
     END IF;
-    PERFORM {{schema}}.finish_tasks(v_tasks, array_fill('abandoned'::text, ARRAY[cardinality(v_tasks)]), NULL, NULL);
+    PERFORM {{schema}}.finish_tasks(v_runs, v_tasks, array_fill('abandoned'::text, ARRAY[cardinality(v_tasks)]), NULL, NULL);
     RETURN cardinality(v_tasks);
 END $$;

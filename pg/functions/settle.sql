@@ -49,7 +49,7 @@ BEGIN
     INTO v_ended, v_tasks, v_outcomes, v_retry, v_refunds
     FROM ended e;
     IF v_ended IS NOT NULL THEN
-        PERFORM {{schema}}.finish_tasks(v_tasks, v_outcomes, v_retry, v_refunds);
+        PERFORM {{schema}}.finish_tasks(v_ended, v_tasks, v_outcomes, v_retry, v_refunds);
     END IF;
     -- A new statement: it sees the runs as this call left them.
     RETURN QUERY

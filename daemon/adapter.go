@@ -80,7 +80,7 @@ func spec(conf *config.Config, a *config.Agent) supervisor.Spec {
 		Agent: a.Name, Command: a.Command, Dir: a.Dir, Env: env,
 		Lease: a.Lease, Heartbeat: a.Heartbeat, Timeout: a.Timeout,
 		StallTimeout: a.StallTimeout, KillGrace: a.KillGrace, RetryBackoff: a.RetryBackoff,
-		Limits: a.Limits(),
+		Limits: limitsOf(a),
 	}
 }
 
@@ -107,17 +107,4 @@ func schedulerPeriodics(conf *config.Config) []scheduler.Periodic {
 		})
 	}
 	return out
-}
-
-// checkLimits refuses a config whose agents have memory_max or cpu_max
-// that the supervisor's containment cannot apply.
-func (d *daemon) checkLimits(conf *config.Config) error {
-	c := d.sup.Containment()
-	for i := range conf.Agents {
-		a := &conf.Agents[i]
-		if err := c.Check(a.Name, a.Limits()); err != nil {
-			return fmt.Errorf("%s: %w", a.Pos(), err)
-		}
-	}
-	return nil
 }

@@ -133,7 +133,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
 	}
-	if err := d.checkLimits(conf); err != nil {
+	if err := conf.CheckHost(HostOf(d.sup.Containment())); err != nil {
 		return err
 	}
 	if n, err := d.sup.KillOrphans(); err != nil {

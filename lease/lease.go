@@ -73,7 +73,14 @@ const (
 	MaxBackoff = time.Hour
 	// DefaultLane is used by an enqueue that names no lane.
 	DefaultLane = "default"
+	// DefaultKillGrace is how long a child stopped with SIGTERM has before
+	// SIGKILL, when its agent sets no kill_grace.
+	DefaultKillGrace = 10 * time.Second
 )
+
+// DefaultHeartbeat is how often a lease is renewed when nothing says: a
+// third of it, so that two heartbeats in a row may fail before it ends.
+func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
 
 var lanePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 

@@ -17,13 +17,9 @@ import (
 	"github.com/qd-run/qd/lease"
 )
 
-// Defaults for the zero fields of a Spec.
-const (
-	DefaultKillGrace = 10 * time.Second
-	// PipeGrace is how long output is still read after a child exits, for
-	// grandchildren that hold its pipes; then the rest of its group is killed.
-	PipeGrace = 2 * time.Second
-)
+// PipeGrace is how long output is still read after a child exits, for
+// grandchildren that hold its pipes; then the rest of its group is killed.
+const PipeGrace = 2 * time.Second
 
 // ErrShuttingDown: Start was called after Drain began.
 var ErrShuttingDown = errors.New("supervisor is shutting down")
@@ -56,18 +52,13 @@ func (sp Spec) withDefaults() Spec {
 		sp.Lease = lease.DefaultLease
 	}
 	if sp.Heartbeat <= 0 || sp.Heartbeat >= sp.Lease {
-		sp.Heartbeat = DefaultHeartbeat(sp.Lease)
+		sp.Heartbeat = lease.DefaultHeartbeat(sp.Lease)
 	}
 	if sp.KillGrace <= 0 {
-		sp.KillGrace = DefaultKillGrace
+		sp.KillGrace = lease.DefaultKillGrace
 	}
 	return sp
 }
-
-// DefaultHeartbeat is the heartbeat interval for a lease when none is set:
-// a third of it, so that two heartbeats in a row may fail before it runs
-// out. The config's default is this one.
-func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
 
 // margin is how long before the lease would expire the child is killed when
 // no heartbeat got through.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/supervisor"
 )
 
 var daemonCommand = &command{
@@ -46,6 +47,9 @@ wakes, a periodic for an agent this file does not define.`,
 				return err
 			}
 			if *check {
+				if err := conf.CheckHost(daemon.HostOf(supervisor.ProbeContainment())); err != nil {
+					return configError(err)
+				}
 				for _, w := range conf.Warnings {
 					fmt.Fprintf(env.Stderr, "qd: warning: %s\n", w)
 				}

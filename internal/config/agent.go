@@ -15,7 +15,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/qd-run/qd/lease"
-	"github.com/qd-run/qd/supervisor"
 )
 
 var agentSchema = &hcl.BodySchema{
@@ -82,7 +81,7 @@ func (d *decoder) timing(attrs hcl.Attributes, ctx string, a *Agent) {
 		d.at(line(attrs["lease"]), ctx, "lease %s is shorter than %s: a claim could not be answered and renewed in time, and every run would be given back unstarted", a.Lease, MinLease)
 		leaseOK = false
 	}
-	a.Heartbeat = supervisor.DefaultHeartbeat(a.Lease)
+	a.Heartbeat = lease.DefaultHeartbeat(a.Lease)
 	if d.dur(attrs, "heartbeat", ctx, &a.Heartbeat) {
 		switch {
 		case a.Heartbeat < MinHeartbeat:

@@ -12,7 +12,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/qd-run/qd/lease"
-	"github.com/qd-run/qd/supervisor"
 )
 
 // Defaults of the settings a file may leave out.
@@ -22,7 +21,7 @@ const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultParallel      = 1
 	DefaultLease         = lease.DefaultLease
-	DefaultKillGrace     = supervisor.DefaultKillGrace
+	DefaultKillGrace     = lease.DefaultKillGrace
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
 	DefaultCatchUp       = CatchUpSkip
@@ -70,6 +69,9 @@ type Config struct {
 	UI            *UI           // the ui block; nil when there is none
 	// Warnings are what is valid but likely a mistake; see warnings.
 	Warnings []Problem
+
+	file       string // the file's name as it was given, for CheckHost's problems
+	socketLine int    // of the socket setting; 0 when it is the default
 }
 
 // Agent is one agent "NAME" block: a program the daemon runs for each task
@@ -96,6 +98,8 @@ type Agent struct {
 	CPUMax    float64
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
+
+	memoryLine, cpuLine int // of memory_max and cpu_max, for CheckHost
 }
 
 // Periodic is one periodic "NAME" block: a task enqueued on a schedule.

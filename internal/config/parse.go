@@ -16,7 +16,6 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/gocty"
 
-	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -88,6 +87,7 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	if filename != "" {
 		c.Path = filepath.Join(dir, filepath.Base(filename))
 	}
+	c.file = filename
 	d.top(content.Attributes, c)
 	d.notify(content.Attributes, "", d.dir, &c.Notify)
 	c.Agents = d.agents(content.Blocks)
@@ -122,13 +122,7 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 		d.at(line(a), "", "name %q must be non-empty, printable and at most 200 bytes", c.Name)
 	}
 	d.path(attrs, "socket", "", &c.Socket)
-	if err := api.CheckSocketPath(c.Socket); err != nil {
-		what := ""
-		if _, ok := attrs["socket"]; !ok {
-			what = "the default socket (set socket to a shorter path): "
-		}
-		d.at(lineOr(attrs, "socket", 1), "", "%s%v", what, err)
-	}
+	c.socketLine = lineOr(attrs, "socket", 0)
 	d.path(attrs, "state_dir", "", &c.StateDir)
 	d.oneOf(attrs, "log_level", "", &c.LogLevel, "trace", "debug", "info", "warn", "error")
 	d.oneOf(attrs, "log_format", "", &c.LogFormat, "text", "json")

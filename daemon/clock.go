@@ -15,6 +15,10 @@ import (
 // outside: Go reads the clock through the vDSO, not through libc. Nothing
 // about leases reads the wall clock: they are decided by the database's
 // clock, and the daemon's local deadlines by the monotonic clock.
+//
+// Only a binary built with the build tag qdtesthooks reads it (the tests
+// build qd so, internal/testkit); any other build ignores the variable
+// (wallClock, in clock_hooks.go and clock_release.go).
 const testClockSkewEnv = "QD_TEST_CLOCK_SKEW_FILE"
 
 // skewedClock is the scheduler's clock under the hook.
@@ -24,16 +28,6 @@ type skewedClock struct {
 	mu     sync.Mutex
 	read   time.Time // when the file was last read (monotonic)
 	offset time.Duration
-}
-
-// wallClock returns the scheduler's clock: time.Now, unless the test hook
-// is set.
-func wallClock() func() time.Time {
-	path := os.Getenv(testClockSkewEnv)
-	if path == "" {
-		return time.Now
-	}
-	return (&skewedClock{path: path}).now
 }
 
 // skewRefresh bounds how long a change of the file takes to be seen.

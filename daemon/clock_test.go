@@ -7,20 +7,14 @@ import (
 	"time"
 )
 
-// Ensure the test-only clock hook moves the scheduler's wall clock by the
-// duration its file holds, follows changes of the file, and is off (the
-// real clock) when unset.
-func TestWallClock_SkewFile(t *testing.T) {
-	t.Setenv(testClockSkewEnv, "")
-	if d := time.Since(wallClock()()); d < -time.Second || d > time.Second {
-		t.Fatalf("without the hook the clock is %s off", d)
-	}
+// Ensure the test-only clock moves the scheduler's wall clock by the
+// duration its file holds and follows changes of the file.
+func TestSkewedClock_File(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "skew")
 	if err := os.WriteFile(path, []byte("2h\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(testClockSkewEnv, path)
-	now := wallClock()
+	now := (&skewedClock{path: path}).now
 	if d := now().Sub(time.Now()); d < 2*time.Hour-time.Second || d > 2*time.Hour+time.Second {
 		t.Fatalf("with a skew of 2h the clock is %s ahead", d)
 	}

@@ -58,7 +58,7 @@ type daemon struct {
 	names    nameRegistry // nil when the queue keeps no names
 	sup      *supervisor.Supervisor
 	sched    *scheduler.Scheduler
-	notify   notifier
+	service  serviceManager // sd_notify(3): READY, STOPPING, the watchdog
 	started  time.Time
 	instance string
 	version  string
@@ -70,8 +70,8 @@ type daemon struct {
 	mu         sync.Mutex
 	conf       *config.Config
 	last       map[string]api.LastOutcome // by agent; see runEnded
-	notifier   *notify.Sender
-	lanesDirty chan struct{} // see keepLanes
+	sender     *notify.Sender             // tells whom the config names of what failed
+	lanesDirty chan struct{}              // see keepLanes
 	reloadErr  string
 	dbErr      string
 	stateLost  string // see keepStateDir
@@ -141,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	} else if n > 0 {
 		logger.Warn("killed process groups left by a previous run", "groups", n)
 	}
-	d.notifier = notify.New(notify.Config{Queue: queue, Logger: logger.Named("notify"),
+	d.sender = notify.New(notify.Config{Queue: queue, Logger: logger.Named("notify"),
 		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name, Plan: d.notifyPlan})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
@@ -201,8 +201,8 @@ func Run(ctx context.Context, o Options) error {
 	{ // supervisor: drains its children, then settles what is left
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { return d.sup.Loop(ctx) }, func(error) {
-			_ = d.notify.Stopping()
-			_ = d.notify.ExtendTimeout(conf.ShutdownGrace + 15*time.Second)
+			_ = d.service.Stopping()
+			_ = d.service.ExtendTimeout(conf.ShutdownGrace + 15*time.Second)
 			go func() {
 				d.sup.Drain(conf.ShutdownGrace, hurry)
 				cancel()
@@ -237,7 +237,7 @@ func Run(ctx context.Context, o Options) error {
 	{ // notifications: sent from the queue until the drain is over, so that
 		// the runs that end during it are told too
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		g.Add(func() error { return d.notifier.Run(ctx) }, func(error) {
+		g.Add(func() error { return d.sender.Run(ctx) }, func(error) {
 			go func() { <-drained; cancel() }()
 		})
 	}
@@ -250,8 +250,8 @@ func Run(ctx context.Context, o Options) error {
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		g.Add(func() error { d.keepName(ctx, named); return nil }, func(error) { cancel() })
 	}
-	_ = d.notify.Ready()
-	_ = d.notify.Status("running")
+	_ = d.service.Ready()
+	_ = d.service.Status("running")
 	err = g.Run()
 	logger.Info("qd stopped")
 	return err
@@ -326,12 +326,12 @@ func (d *daemon) setDBError(err error) {
 // wedged loop stops the pings and systemd restarts the daemon, while a
 // database outage does not.
 func (d *daemon) watchdog() {
-	every, ok := d.notify.WatchdogInterval()
+	every, ok := d.service.WatchdogInterval()
 	if !ok || time.Since(d.lastDog) < every/2 {
 		return
 	}
 	d.lastDog = time.Now()
-	_ = d.notify.Watchdog()
+	_ = d.service.Watchdog()
 }
 
 // runDone is called by the supervisor when a run of agent ends: a hot agent

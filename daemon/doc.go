@@ -28,7 +28,7 @@
 //   - Signals: the first SIGTERM or SIGINT drains (stop claiming, signal the
 //     children, wait up to shutdown_grace, abandon what is left); a second
 //     one skips the grace.
-//   - systemd (notify.go): READY, RELOADING, STOPPING, STATUS and the
+//   - systemd (sdnotify.go): READY, RELOADING, STOPPING, STATUS and the
 //     watchdog, fed from the heartbeat loop so that a wedged loop restarts
 //     the daemon and a database outage does not.
 //

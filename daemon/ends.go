@@ -10,29 +10,29 @@ import (
 
 // runEnded is the supervisor's OnEnd: it counts the run's end in the
 // metrics, keeps the agent's last outcome for the status, and wakes the
-// notifier when the run ended in a way worth telling. It never blocks:
+// notification sender when the run ended in a way worth telling. It never blocks:
 // what is told is in the queue already (a task failed for good records
 // its event where it fails, a timeout or a stall with its settlement), and
 // what only the daemon saw (a lost lease, a settlement that could not be
-// written) is handed to the notifier to record.
+// written) is handed to the sender to record.
 func (d *daemon) runEnded(e supervisor.End) {
 	d.runMetrics(e)
 	d.mu.Lock()
 	d.last[e.Lease.Agent] = api.LastOutcome{RunID: e.Lease.RunID, TaskID: e.Lease.TaskID,
 		Outcome: string(e.Settlement.Outcome), Summary: e.Settlement.Summary, At: e.At}
 	d.mu.Unlock()
-	if d.notifier == nil {
+	if d.sender == nil {
 		return
 	}
 	told := false
 	for _, event := range events(e) {
 		told = true
 		if event == lease.EventLeaseLost || (!e.Settled && event != lease.EventFailed) {
-			d.notifier.Record(e.Lease.RunID, event)
+			d.sender.Record(e.Lease.RunID, event)
 		}
 	}
 	if told {
-		d.notifier.Kick()
+		d.sender.Kick()
 	}
 }
 
@@ -54,7 +54,7 @@ func events(e supervisor.End) []string {
 }
 
 // notifyPlan is whom the current config tells of what, read by the
-// notifier at every poll.
+// notification sender at every poll.
 func (d *daemon) notifyPlan() notify.Plan {
 	conf := d.config()
 	plan := notify.Plan{Timeout: conf.NotifyRetry.Timeout, Backoff: conf.NotifyRetry.Backoff, GiveUp: conf.NotifyRetry.GiveUp}

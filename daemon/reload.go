@@ -13,8 +13,8 @@ import (
 // and the old config stays. Settings that need a restart are left as they
 // were, with a warning.
 func (d *daemon) reload() {
-	_ = d.notify.Reloading()
-	defer func() { _ = d.notify.Ready() }()
+	_ = d.service.Reloading()
+	defer func() { _ = d.service.Ready() }()
 	old := d.config()
 	if old.Path == "" {
 		d.logger.Info("reload: no config file to read again")
@@ -31,7 +31,7 @@ func (d *daemon) reload() {
 		d.mu.Unlock()
 		d.metrics.Reloaded(false)
 		line, _, _ := strings.Cut(err.Error(), "\n")
-		_ = d.notify.Status("reload failed: " + line)
+		_ = d.service.Status("reload failed: " + line)
 		return
 	}
 	for _, k := range restartOnly(old, conf) {
@@ -46,7 +46,7 @@ func (d *daemon) reload() {
 	d.logWarnings(conf)
 	d.logger.Info("config reloaded", "agents", len(conf.Agents), "periodics", len(conf.Periodics))
 	d.metrics.Reloaded(true)
-	_ = d.notify.Status("running")
+	_ = d.service.Status("running")
 }
 
 func restartOnly(old, conf *config.Config) []string {

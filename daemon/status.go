@@ -61,7 +61,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	s.StartsHeld = d.starts.status()
 	c := d.sup.Containment()
 	s.Containment = api.ContainmentStatus{Kind: c.Kind, Cgroup: c.Path, Controllers: append([]string{}, c.Controllers...), Reason: c.Reason}
-	nc := d.notifier.Counts()
+	nc := d.sender.Counts()
 	s.Notifications = api.NotifyCounts{Sent: nc.Sent, Failed: nc.Failed, Retried: nc.Retried}
 	for _, down := range nc.Down {
 		s.Notifications.Down = append(s.Notifications.Down, api.NotifyDown{Target: down.Target, Since: down.Since, Fails: down.Fails, Error: down.Error})

@@ -152,6 +152,7 @@ func MustShortDir(tb testing.TB, prefix string) string {
 type Binary struct {
 	Pkg  string // its import path
 	Race bool   // built with the race detector when the tests run with it
+	Tags string // build tags, as go build -tags takes them
 
 	once sync.Once
 	path string
@@ -173,6 +174,9 @@ func (b *Binary) Must(tb testing.TB) string {
 		if b.Race && raceEnabled {
 			args = append(args, "-race")
 		}
+		if b.Tags != "" {
+			args = append(args, "-tags", b.Tags)
+		}
 		cmd := exec.Command("go", append(args, b.Pkg)...)
 		cmd.Dir = moduleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -193,8 +197,9 @@ func (b *Binary) Remove() {
 	}
 }
 
-// qdBinary is the qd command.
-var qdBinary = &Binary{Pkg: "github.com/qd-run/qd/cmd/qd", Race: true}
+// qdBinary is the qd command, with its test-only hooks (the tag
+// qdtesthooks: see daemon's testClockSkewEnv).
+var qdBinary = &Binary{Pkg: "github.com/qd-run/qd/cmd/qd", Race: true, Tags: "qdtesthooks"}
 
 // MustBuild builds the qd binary once per test process (with the race
 // detector when the tests run with it) and returns its path.

@@ -35,11 +35,11 @@ func readDatagram(tb testing.TB, conn *net.UnixConn) string {
 	return string(buf[:n])
 }
 
-func TestNotifier_Send(t *testing.T) {
+func TestServiceManager_Send(t *testing.T) {
 	// Ensure each call sends exactly the sd_notify assignment systemd
 	// expects, one datagram each.
 	conn := MustNotifySocket(t)
-	var n notifier
+	var n serviceManager
 	if !n.Enabled() {
 		t.Fatal("Enabled() = false with NOTIFY_SOCKET set")
 	}
@@ -64,11 +64,11 @@ func TestNotifier_Send(t *testing.T) {
 	}
 }
 
-func TestNotifier_Reloading(t *testing.T) {
+func TestServiceManager_Reloading(t *testing.T) {
 	// Ensure RELOADING=1 carries MONOTONIC_USEC, as Type=notify-reload
 	// requires.
 	conn := MustNotifySocket(t)
-	if err := (notifier{}).Reloading(); err != nil {
+	if err := (serviceManager{}).Reloading(); err != nil {
 		t.Fatal(err)
 	}
 	got := readDatagram(t, conn)
@@ -77,11 +77,11 @@ func TestNotifier_Reloading(t *testing.T) {
 	}
 }
 
-func TestNotifier_Unset(t *testing.T) {
+func TestServiceManager_Unset(t *testing.T) {
 	// Ensure that outside systemd every call is a silent no-op.
 	t.Setenv("NOTIFY_SOCKET", "")
 	os.Unsetenv("NOTIFY_SOCKET")
-	var n notifier
+	var n serviceManager
 	if n.Enabled() {
 		t.Fatal("Enabled() = true without NOTIFY_SOCKET")
 	}
@@ -92,15 +92,15 @@ func TestNotifier_Unset(t *testing.T) {
 	}
 }
 
-func TestNotifier_Dead(t *testing.T) {
+func TestServiceManager_Dead(t *testing.T) {
 	// Ensure a NOTIFY_SOCKET nobody listens on is reported, not ignored.
 	t.Setenv("NOTIFY_SOCKET", filepath.Join(t.TempDir(), "gone.sock"))
-	if err := (notifier{}).Ready(); err == nil {
+	if err := (serviceManager{}).Ready(); err == nil {
 		t.Fatal("Ready() = nil with nothing listening")
 	}
 }
 
-func TestNotifier_WatchdogInterval(t *testing.T) {
+func TestServiceManager_WatchdogInterval(t *testing.T) {
 	me := strconv.Itoa(os.Getpid())
 	for _, tt := range []struct {
 		name      string
@@ -119,7 +119,7 @@ func TestNotifier_WatchdogInterval(t *testing.T) {
 			// process for it.
 			t.Setenv("WATCHDOG_USEC", tt.usec)
 			t.Setenv("WATCHDOG_PID", tt.pid)
-			got, ok := (notifier{}).WatchdogInterval()
+			got, ok := (serviceManager{}).WatchdogInterval()
 			if got != tt.want || ok != tt.wantOK {
 				t.Fatalf("WatchdogInterval() = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
 			}

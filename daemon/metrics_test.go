@@ -15,7 +15,6 @@ import (
 
 	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease"
-	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/pg"
 )
 
@@ -36,7 +35,7 @@ func MustPG(tb testing.TB) *pg.Provider {
 }
 
 // scrape reads the daemon's metrics through its socket.
-func (td *testDaemon) scrape() metrics.Scrape {
+func (td *testDaemon) scrape() testkit.Scrape {
 	td.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -44,7 +43,7 @@ func (td *testDaemon) scrape() metrics.Scrape {
 	if err != nil {
 		td.t.Fatalf("scrape: %v", err)
 	}
-	s, err := metrics.ParseText(bytes.NewReader(text))
+	s, err := testkit.ParseMetrics(bytes.NewReader(text))
 	if err != nil {
 		td.t.Fatal(err)
 	}
@@ -53,7 +52,7 @@ func (td *testDaemon) scrape() metrics.Scrape {
 
 // waitMetric scrapes until the series' value is at least want, and returns
 // the last scrape.
-func (td *testDaemon) waitMetric(want float64, name string, labels ...string) metrics.Scrape {
+func (td *testDaemon) waitMetric(want float64, name string, labels ...string) testkit.Scrape {
 	td.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		s := td.scrape()

@@ -12,12 +12,11 @@ import (
 
 	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/testkit"
-	"github.com/qd-run/qd/metrics"
 )
 
 // scrapeSocket reads the daemon's metrics as docs/metrics.md says to, with
 // curl over the unix socket, or through api.Client where curl is missing.
-func scrapeSocket(t *testing.T, sock string) metrics.Scrape {
+func scrapeSocket(t *testing.T, sock string) testkit.Scrape {
 	t.Helper()
 	var text []byte
 	if curl, err := exec.LookPath("curl"); err == nil {
@@ -33,14 +32,14 @@ func scrapeSocket(t *testing.T, sock string) metrics.Scrape {
 			t.Fatal(err)
 		}
 	}
-	s, err := metrics.ParseText(bytes.NewReader(text))
+	s, err := testkit.ParseMetrics(bytes.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func waitScrape(t *testing.T, sock string, want float64, name string, labels ...string) metrics.Scrape {
+func waitScrape(t *testing.T, sock string, want float64, name string, labels ...string) testkit.Scrape {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -141,7 +140,7 @@ agent "quick" {
 			t.Fatalf("curl %s through socat: %v", url, err)
 		}
 	}
-	over, err := metrics.ParseText(bytes.NewReader(text))
+	over, err := testkit.ParseMetrics(bytes.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}

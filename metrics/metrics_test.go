@@ -11,20 +11,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/lease/memlease"
 	"github.com/qd-run/qd/metrics"
 )
 
 // MustScrape gets h's exposition and parses it.
-func MustScrape(tb testing.TB, h http.Handler) metrics.Scrape {
+func MustScrape(tb testing.TB, h http.Handler) testkit.Scrape {
 	tb.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		tb.Fatalf("scrape: status %d: %s", rec.Code, rec.Body)
 	}
-	s, err := metrics.ParseText(strings.NewReader(rec.Body.String()))
+	s, err := testkit.ParseMetrics(strings.NewReader(rec.Body.String()))
 	if err != nil {
 		tb.Fatalf("%v\n%s", err, rec.Body)
 	}
@@ -32,7 +33,7 @@ func MustScrape(tb testing.TB, h http.Handler) metrics.Scrape {
 }
 
 // MustValue is the value of one series, failing when it is missing.
-func MustValue(tb testing.TB, s metrics.Scrape, name string, labels ...string) float64 {
+func MustValue(tb testing.TB, s testkit.Scrape, name string, labels ...string) float64 {
 	tb.Helper()
 	v, ok := s.Value(name, labels...)
 	if !ok {
@@ -44,7 +45,7 @@ func MustValue(tb testing.TB, s metrics.Scrape, name string, labels ...string) f
 // allowed are the label names qd's families may carry.
 var allowed = []string{"agent", "go_version", "lane", "le", "outcome", "reason", "version"}
 
-func checkLabels(t *testing.T, s metrics.Scrape) {
+func checkLabels(t *testing.T, s testkit.Scrape) {
 	t.Helper()
 	for _, n := range s.LabelNames("qd_") {
 		if !slices.Contains(allowed, n) {

@@ -1,4 +1,4 @@
-package metrics
+package testkit
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Scrape is a parsed exposition in the text format, for tests and tools
+// Scrape is a parsed exposition in Prometheus' text format, for tests
 // that read qd's metrics back.
 type Scrape map[string]*dto.MetricFamily
 
-// ParseText parses an exposition in Prometheus' text format.
-func ParseText(r io.Reader) (Scrape, error) {
+// ParseMetrics parses an exposition in Prometheus' text format.
+func ParseMetrics(r io.Reader) (Scrape, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"math"
 	"time"
@@ -54,17 +53,10 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 
 // refund gives back, unstarted and with its attempt refunded, a run
 // claimed for an agent that a reload removed meanwhile, or by a claim that
-// ran as the database server changed. A refusal of that one run (its lease
-// already lost, say) is an error too.
+// ran as the database server changed or as starts were held. A refusal of
+// that one run (its lease already lost, say) is an error too.
 func (r runner) refund(l *lease.Lease, why string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errs, err := r.d.queue.Settle(ctx, lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunAbandoned,
-		Refund: true, Summary: why})
-	if err == nil && len(errs) > 0 {
-		err = errs[0]
-	}
-	if err != nil {
+	if err := r.d.sup.GiveBack(l, why); err != nil {
 		return fmt.Errorf("give back run %d of agent %s (%s): %w", l.RunID, l.Agent, why, err)
 	}
 	return nil

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/lease/memlease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 // testDaemon is a daemon running in the test's process against a queue in
@@ -246,7 +248,11 @@ func TestRunner_RefundRefused(t *testing.T) {
 	if errs, err := q.Settle(ctx, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "done elsewhere"}); err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}
-	d := &daemon{queue: q, conf: config.Default()}
+	sup, err := supervisor.New(supervisor.Config{Provider: q, Logger: hclog.NewNullLogger(), StateDir: t.TempDir(), Owner: "d1", Instance: "i"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{queue: q, conf: config.Default(), sup: sup}
 	err = runner{d}.Start("gone", l, time.Now())
 	if !errors.Is(err, lease.ErrLeaseLost) {
 		t.Errorf("refund of a run whose lease is lost: got %v, want ErrLeaseLost", err)

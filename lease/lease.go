@@ -523,6 +523,16 @@ func ValidateSettlement(s Settlement) error {
 	return nil
 }
 
+// GiveBack is the settlement of a run of l given back unstarted: abandoned,
+// its attempt refunded, its task claimable again at once. summary says
+// why, starting "given back unstarted: ". Every give-back is this one:
+// a claim answered too late or during a shutdown, an agent a reload
+// removed, a start the daemon could not make, a claim whose outcome was
+// unknown.
+func GiveBack(l *Lease, summary string) Settlement {
+	return Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: RunAbandoned, Refund: true, Summary: summary}
+}
+
 // SilenceSummary is the summary the reaper writes on an expired run.
 func SilenceSummary(silent time.Duration) string {
 	return fmt.Sprintf("lease expired: silent for %ds", int64(silent.Round(time.Second)/time.Second))

@@ -93,7 +93,7 @@ func (p *Provider) giveBack(ctx context.Context, cp lease.ClaimParams) ([]int64,
 	ss := make([]lease.Settlement, 0, len(ls))
 	for _, l := range ls {
 		ids = append(ids, l.RunID)
-		ss = append(ss, lease.Settlement{RunID: l.RunID, ClaimToken: cp.Token, Outcome: lease.RunAbandoned, Refund: true, Summary: giveBackSummary})
+		ss = append(ss, lease.GiveBack(l, giveBackSummary))
 	}
 	if len(ss) == 0 {
 		return ids, nil

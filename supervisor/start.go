@@ -54,7 +54,7 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 		if errno, ok := ownFault(err); ok {
 			c.log.Warn("cannot start child: the daemon is out of resources; giving the run back unstarted, its attempt refunded",
 				"error", err, "errno", unix.ErrnoName(errno))
-			go s.finish(c, giveBack(l, "given back unstarted: the daemon could not start it: "+startFailure(l, spec, err).Summary), true)
+			go s.finish(c, lease.GiveBack(l, bound("given back unstarted: the daemon could not start it: "+startFailure(l, spec, err).Summary)), true)
 			return fmt.Errorf("%w: %w", ErrNoResources, err)
 		}
 		c.log.Error("cannot start child", "error", err)
@@ -67,20 +67,26 @@ func (s *Supervisor) Start(l *lease.Lease, spec Spec) error {
 }
 
 // release gives back a run that was never started, its attempt refunded:
-// the supervisor is shutting down, or the claim answered too late. It calls
-// the provider itself: the settler may be gone. A refusal as lease lost
-// leaves the run to the reaper, which changes nothing for a child that
-// never ran.
+// the supervisor is shutting down, or the claim answered too late.
 func (s *Supervisor) release(c *child, summary string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := s.GiveBack(c.l, summary); err != nil {
+		c.log.Error("give back unstarted run", "summary", summary, "error", err)
+	}
+}
+
+// GiveBack gives back the run of l, which no child of this supervisor
+// runs, unstarted and with its attempt refunded (lease.GiveBack); summary
+// says why. It calls the provider itself, with a timeout of its own: the
+// settler may be gone. A refusal as lease lost is returned; it leaves the
+// run to the reaper, which changes nothing for a child that never ran.
+func (s *Supervisor) GiveBack(l *lease.Lease, summary string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errs, err := s.cfg.Provider.Settle(ctx, giveBack(c.l, summary))
+	errs, err := s.cfg.Provider.Settle(ctx, lease.GiveBack(l, bound(summary)))
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
-	if err != nil {
-		c.log.Error("give back unstarted run", "summary", summary, "error", err)
-	}
+	return err
 }
 
 func (s *Supervisor) newChild(l *lease.Lease, spec Spec) *child {
@@ -250,12 +256,6 @@ func ownFault(err error) (syscall.Errno, bool) {
 		return errno, true
 	}
 	return 0, false
-}
-
-// giveBack is the settlement of a run given back unstarted: abandoned,
-// its attempt refunded, claimable again at once.
-func giveBack(l *lease.Lease, summary string) lease.Settlement {
-	return lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunAbandoned, Refund: true, Summary: bound(summary)}
 }
 
 // startFailure is the settlement of a child that could not be started.

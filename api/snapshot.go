@@ -129,10 +129,12 @@ type DatabaseStatus struct {
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
 	// ServerChangedAt is when a new connection last found another server
-	// or database than before (a restart, a failover, a restored copy),
-	// and ClaimsHeldUntil when the daemon claims again after it; both
-	// absent when the server never changed.
+	// or database than before (a failover, a restored copy; a restart of
+	// the same server is no change), ServerChange why, and
+	// ClaimsHeldUntil when the daemon claims again after it; all absent
+	// when the server never changed.
 	ServerChangedAt time.Time `json:"server_changed_at,omitzero"`
+	ServerChange    string    `json:"server_change,omitempty"`
 	ClaimsHeldUntil time.Time `json:"claims_held_until,omitzero"`
 }
 

@@ -78,7 +78,8 @@ type daemon struct {
 
 	lastDog time.Time // guarded by the supervisor loop, its only caller
 
-	starts startHold // claims held after starts failed for want of resources
+	starts startHold    // claims held after starts failed for want of resources
+	hold   claimHoldLog // claims held after the database server changed
 }
 
 // Run is the daemon, start to finish: logger, queue, state directory and

@@ -1,13 +1,18 @@
 package daemon
 
 import (
+	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // serverWatcher is a queue that tells when the database server behind it
-// changed (pg: a new connection found another server or database).
+// changed, and why (pg: a new connection found another cluster, database
+// or timeline, or a write-ahead log behind what it saw). A restart of the
+// same server is no change.
 type serverWatcher interface {
-	ServerChangedAt() time.Time
+	ServerChange() (at time.Time, why string)
 }
 
 // claimHold is how long after the database server changed the daemon
@@ -27,12 +32,39 @@ func (d *daemon) claimHold() time.Duration {
 	return 2*hb + time.Second
 }
 
-// holding reports whether claims wait after a change of server.
+// holding reports whether claims wait after a change of server, and logs
+// when a hold begins and ends.
 func (d *daemon) holding() bool {
 	w, ok := d.queue.(serverWatcher)
 	if !ok {
 		return false
 	}
-	at := w.ServerChangedAt()
-	return !at.IsZero() && time.Since(at) < d.claimHold()
+	at, why := w.ServerChange()
+	until := at.Add(d.claimHold())
+	held := !at.IsZero() && time.Now().Before(until)
+	d.hold.note(at, until, held, why, d.logger)
+	return held
+}
+
+// claimHoldLog logs each hold of claims once as it begins and once as it
+// ends.
+type claimHoldLog struct {
+	mu     sync.Mutex
+	logged time.Time // the change whose hold was logged as begun
+	ended  bool
+}
+
+func (h *claimHoldLog) note(at, until time.Time, held bool, why string, logger hclog.Logger) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case at.IsZero():
+	case held && !at.Equal(h.logged):
+		h.logged, h.ended = at, false
+		logger.Warn("claims held: the database server changed, and runs it lost may still be running until their heartbeats find out",
+			"why", why, "until", until.Format(time.RFC3339))
+	case !held && at.Equal(h.logged) && !h.ended:
+		h.ended = true
+		logger.Info("claims resume: the hold after the database server changed is over", "held_for", until.Sub(at).Round(time.Second))
+	}
 }

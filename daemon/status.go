@@ -86,8 +86,8 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	d.setDBError(err)
 	s.Database.Reachable = err == nil
 	if w, ok := d.queue.(serverWatcher); ok {
-		if at := w.ServerChangedAt(); !at.IsZero() {
-			s.Database.ServerChangedAt, s.Database.ClaimsHeldUntil = at, at.Add(d.claimHold())
+		if at, why := w.ServerChange(); !at.IsZero() {
+			s.Database.ServerChangedAt, s.Database.ServerChange, s.Database.ClaimsHeldUntil = at, why, at.Add(d.claimHold())
 		}
 	}
 	if err != nil {

@@ -69,10 +69,14 @@ type Provider struct {
 	closing context.Context
 	stop    context.CancelFunc
 
-	// The server new connections reach, and when it changed (server.go).
+	// The server new connections reach, the furthest WAL position seen on
+	// it, and when and why it changed (server.go).
 	serverMu      sync.Mutex
-	server        string
+	server        *serverID
+	seenLSN       uint64
+	lsnAt         time.Time
 	serverChanged time.Time
+	changeWhy     string
 
 	// Statements waiting to go out with the next claim (rider.go).
 	riderMu sync.Mutex
@@ -289,12 +293,19 @@ func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	queue(b)
+	var lsn string
+	if p.lsnDue() {
+		b.Queue("SELECT pg_current_wal_lsn()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&lsn) })
+	}
 	b.Queue("COMMIT")
 	err = conn.SendBatch(ctx, b).Close()
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
 			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // the pool drops it
 		}
+	}
+	if err == nil && lsn != "" {
+		p.sawLSN(lsn)
 	}
 	if err != nil && schemaGone(err) {
 		conn.Release() // the check takes a connection of its own

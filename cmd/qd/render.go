@@ -38,7 +38,7 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 		}
 	}
 	if at := s.Database.ServerChangedAt; !at.IsZero() {
-		db += fmt.Sprintf("; SERVER CHANGED %s (%s)", at.Format(time.RFC3339), relative(at, now))
+		db += fmt.Sprintf("; SERVER CHANGED %s (%s): %s", at.Format(time.RFC3339), relative(at, now), s.Database.ServerChange)
 		if held := s.Database.ClaimsHeldUntil; held.After(now) {
 			db += ", claims wait until " + held.Format(time.RFC3339)
 		}

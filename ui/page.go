@@ -109,12 +109,17 @@ func (s *server) render(w http.ResponseWriter, code int, name, tmpl string, v an
 	_, _ = w.Write(buf.Bytes())
 }
 
+// writeJSON answers v as indented JSON with code, or a 500 naming the
+// error when v cannot be encoded: never a status without its body.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"error": "encode answer: " + scrub(err)})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // stream pushes the page's live part as a server-sent event at once and

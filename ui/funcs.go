@@ -53,13 +53,15 @@ func short(v any, n int) string {
 }
 
 // visible makes the control characters of a text from an agent (a
-// summary, output, a payload) into visible escapes: \r, \x1b and the like.
-// A line ending (\n, \r\n) and a tab stay as they are. Left raw, a carriage
-// return would end a line of the page's event stream, and an escape
-// sequence would mean nothing to the reader.
+// summary, output, a payload) into visible escapes, as qd's terminal
+// output does: C0 controls (\r, \x1b), DEL, C1 controls, bytes that are
+// not UTF-8 and the controls that reorder text (\u202e). A line ending
+// (\n, \r\n) and a tab stay as they are. Left raw, a carriage return
+// would end a line of the page's event stream, and the others would hide
+// or disguise what the agent wrote.
 func visible(s string) string {
 	clean := true
-	for i := 0; i < len(s) && clean; i++ {
+	for i := 0; i < len(s) && clean; i++ { // ASCII text needs no copy
 		clean = s[i] >= 0x20 && s[i] != 0x7f && s[i] < 0x80 || s[i] == '\n' || s[i] == '\t'
 	}
 	if clean {
@@ -76,7 +78,7 @@ func visible(s string) string {
 			b.WriteString(`\r`)
 		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r >= 0x80 && r < 0xa0:
+		case r >= 0x80 && r < 0xa0, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+n])

@@ -20,6 +20,7 @@ func TestVisible(t *testing.T) {
 		{"nul\x00del\x7f", `nul\x00del\x7f`},
 		{"c1\u0085", `c1\u0085`},
 		{"bad \xff utf-8", `bad \xff utf-8`},
+		{"evil\u202etxt.exe", `evil\u202etxt.exe`},
 	}
 	for _, tt := range tests {
 		if got := visible(tt.in); got != tt.want {

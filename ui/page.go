@@ -171,15 +171,25 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, p page) {
 	}
 }
 
-// writeEvent writes data as one message event, a data: line per line.
+// writeEvent writes the HTML data as one message event, a data: line per
+// line. A carriage return ends a line of the stream as a newline does, so
+// every control character but newline and tab goes out as an HTML
+// character reference: whatever text the data holds, it is one event and
+// the event's data alone, never a field of the sender's choosing.
 func writeEvent(w http.ResponseWriter, data []byte) bool {
 	var b bytes.Buffer
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(bytes.TrimSuffix(line, []byte("\r")))
-		b.WriteByte('\n')
+	b.WriteString("data: ")
+	for _, c := range data {
+		switch {
+		case c == '\n':
+			b.WriteString("\ndata: ")
+		case c < 0x20 && c != '\t', c == 0x7f:
+			fmt.Fprintf(&b, "&#%d;", c)
+		default:
+			b.WriteByte(c)
+		}
 	}
-	b.WriteByte('\n')
+	b.WriteString("\n\n")
 	_, err := w.Write(b.Bytes())
 	return err == nil
 }

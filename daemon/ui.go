@@ -23,7 +23,7 @@ func DashboardOptions(queue lease.Provider) (ui.Options, error) {
 		return ui.Options{}, fmt.Errorf("the dashboard needs a PostgreSQL queue, not %T", queue)
 	}
 	return ui.Options{
-		Store:   p,
+		Store:   p.Dashboard(),
 		Daemons: func(ctx context.Context) ([]ui.Daemon, error) { return dashboardDaemons(ctx, p) },
 		LogPath: supervisor.LogPath,
 	}, nil

@@ -62,7 +62,7 @@ func MustDashboard(tb testing.TB, p *pg.Provider, o ui.Options) (*ui.Dashboard, 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	o.Store = p
+	o.Store = p.Dashboard()
 	o.Listen = ln.Addr().String()
 	if o.Daemons == nil {
 		// The daemons as qd ui and a daemon's ui block list them.

@@ -113,12 +113,12 @@ func (s *server) checkAccess(next http.Handler) http.Handler {
 		case (basic && same(pass)) || same(bearer) || (c != nil && same(c.Value)):
 		case s.o.Token != "":
 			w.Header().Set("WWW-Authenticate", `Basic realm="qd", charset="UTF-8"`)
-			http.Error(w, "the dashboard needs its token: as the password of basic auth, a bearer token, or ?token=", http.StatusUnauthorized)
+			refuse(w, "the dashboard needs its token: as the password of basic auth, a bearer token, or ?token=", http.StatusUnauthorized)
 			return
 		case strings.HasPrefix(r.URL.Path, "/static/"):
 		case s.ownUser(r):
 		default:
-			http.Error(w, s.refusal(), http.StatusForbidden)
+			refuse(w, s.refusal(), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -188,5 +188,12 @@ func (s slots) give() { <-s }
 // busy answers 503 with a Retry-After of retry seconds.
 func busy(w http.ResponseWriter, retry string, msg string) {
 	w.Header().Set("Retry-After", retry)
-	http.Error(w, msg, http.StatusServiceUnavailable)
+	refuse(w, msg, http.StatusServiceUnavailable)
+}
+
+// refuse answers code with msg and closes the connection after it, so a
+// refused client's unread body (trickled, perhaps) holds no connection.
+func refuse(w http.ResponseWriter, msg string, code int) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, msg, code)
 }

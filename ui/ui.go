@@ -155,7 +155,7 @@ func (s *server) checkHost(next http.Handler) http.Handler {
 			strings.EqualFold(host, listenHost) ||
 			slices.ContainsFunc(s.o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
 		if !ok {
-			http.Error(w, fmt.Sprintf("host %q is not one of the dashboard's names; add it with --allow-host", host), http.StatusMisdirectedRequest)
+			refuse(w, fmt.Sprintf("host %q is not one of the dashboard's names; add it with --allow-host", host), http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -163,6 +163,12 @@ func TestUI_ForeignLocalUser(t *testing.T) {
 	if strings.Contains(d.Log(), strings.TrimSpace(string(tok))) {
 		t.Errorf("the daemon logged the dashboard's token")
 	}
+	if fi, err := os.Stat(d.StateDir + "/ui-token"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
+	if code := curlAs(t, 65534, "-H", "Authorization: Bearer "+strings.TrimSpace(string(tok)), base+"/api/overview"); code != http.StatusOK {
+		t.Errorf("as nobody with the token from the file: status %d, want 200", code)
+	}
 	r.verify(expect{})
 	checkLeasePath(t, d)
 }

@@ -83,7 +83,7 @@ func (d *Dashboard) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes: 64 << 10,
 		BaseContext:    func(net.Listener) context.Context { return base },
 		ConnContext:    connContext,
-		ErrorLog:       d.s.o.Logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+		ErrorLog:       d.s.o.Logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(limitListener(ln, l.Conns)) }()

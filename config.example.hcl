@@ -247,7 +247,11 @@ lane "default" {
 #
 #   # Asked of every request: as the password of basic auth (any user name),
 #   # as "Authorization: Bearer TOKEN", or once as ?token= (kept in a
-#   # cookie). Default: none, which only a loopback listen allows.
+#   # cookie). Default: none, which only a loopback listen allows; then the
+#   # page answers only the daemon's own user and root (the kernel says who
+#   # made each connection) and whoever holds the token the daemon keeps in
+#   # state_dir/ui-token (mode 0600, made at the first start; its log names
+#   # the file).
 #   token = "long-random-string"
 #
 #   # Names the Host header may carry besides the listen address, IP

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/pg"
@@ -21,7 +23,7 @@ func DashboardOptions(queue lease.Provider) (ui.Options, error) {
 		return ui.Options{}, fmt.Errorf("the dashboard needs a PostgreSQL queue, not %T", queue)
 	}
 	return ui.Options{
-		Store:   p,
+		Store:   p.Dashboard(),
 		Daemons: func(ctx context.Context) ([]ui.Daemon, error) { return dashboardDaemons(ctx, p) },
 		LogPath: supervisor.LogPath,
 	}, nil
@@ -53,6 +55,9 @@ func (d *daemon) dashboard(conf *config.Config) (func(ctx context.Context) error
 	o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = u.Listen, u.ReadOnly, u.Token, u.AllowedHosts
 	o.Logger = d.logger.Named("ui")
 	o.Metrics = d.Metrics()
+	if o.Token == "" {
+		o.LocalToken, o.TokenFile = localToken(o.Logger, conf.StateDir)
+	}
 	h, err := ui.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u.Pos(), err)
@@ -61,6 +66,22 @@ func (d *daemon) dashboard(conf *config.Config) (func(ctx context.Context) error
 	if err != nil {
 		return nil, fmt.Errorf("%s: ui: listen on %s: %w", u.Pos(), u.Listen, err)
 	}
-	d.logger.Info("dashboard listening", "url", "http://"+ln.Addr().String()+"/", "read_only", u.ReadOnly)
-	return func(ctx context.Context) error { return ui.Serve(ctx, ln, h) }, nil
+	args := []any{"url", "http://" + ln.Addr().String() + "/", "read_only", u.ReadOnly}
+	if o.TokenFile != "" {
+		args = append(args, "token_file", o.TokenFile) // its path, never the token
+	}
+	d.logger.Info("dashboard listening", args...)
+	return func(ctx context.Context) error { return h.Serve(ctx, ln) }, nil
+}
+
+// localToken returns the dashboard's local token and its file in
+// stateDir (ui.LocalToken). When it cannot, it says why and returns
+// none: the dashboard then answers only its own user and root.
+func localToken(logger hclog.Logger, stateDir string) (token, path string) {
+	token, path, err := ui.LocalToken(stateDir)
+	if err != nil {
+		logger.Warn("the dashboard has no local token: only its own user and root get in", "error", err)
+		return "", ""
+	}
+	return token, path
 }

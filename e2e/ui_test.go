@@ -351,7 +351,8 @@ func TestUI_Command(t *testing.T) {
 	}
 	addr := freePort(t)
 	cmd := exec.Command(qd, "ui", "--listen", addr, "--read-only")
-	cmd.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db, "QD_CONFIG=/nonexistent/qd.hcl")
+	state := t.TempDir()
+	cmd.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db, "QD_CONFIG=/nonexistent/qd.hcl", "STATE_DIRECTORY="+state)
 	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -373,8 +374,8 @@ func TestUI_Command(t *testing.T) {
 	if c, body := get("/metrics"); c != http.StatusOK || !strings.Contains(body, `qd_lane_queued_tasks{lane="cmd"} 1`) {
 		t.Errorf("GET /metrics: %d %.500s", c, body)
 	}
-	if !strings.Contains(out.String(), "serving http://"+addr) {
-		t.Errorf("qd ui did not say where it serves: %s", out.String())
+	if !strings.Contains(out.String(), "serving http://"+addr+"/ (its token is in "+state+"/ui-token)") {
+		t.Errorf("qd ui did not say where it serves and where its token is: %s", out.String())
 	}
 	// SIGINT stops it, though a page's live stream is open.
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)

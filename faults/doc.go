@@ -4,7 +4,8 @@
 // connection, injects faults (killed connections, a cut or blackholed
 // network, SIGSTOP, kill -9, signals, floods, bad input, a failover to a
 // restored copy a few seconds behind, a state directory deleted, a wall
-// clock that jumps, a thousand lanes) and checks the
+// clock that jumps, a thousand lanes, another local user, a flood of live
+// pages and clients that trickle at a daemon's dashboard) and checks the
 // invariants from the audit trail and qd's tables: no task lost, no two runs
 // of one task at once, no lane over its limit, no stale write applied, no
 // orphan process, no secret leaked.

@@ -57,11 +57,15 @@ func CheckDedupeKey(k string) error {
 	return nil
 }
 
-// CheckPayload refuses a payload that is too large, is not JSON, or that
-// no provider could store (see checkStorable).
+// CheckPayload refuses a payload that is too large, nests deeper than
+// MaxPayloadDepth, is not JSON, or that no provider could store (see
+// checkStorable).
 func CheckPayload(payload []byte) error {
 	if len(payload) > MaxPayloadBytes {
 		return fmt.Errorf("%w: payload is %d bytes, more than the %d-byte limit", ErrInvalid, len(payload), MaxPayloadBytes)
+	}
+	if d := PayloadDepth(payload); d > MaxPayloadDepth {
+		return fmt.Errorf("%w: payload nests %d levels deep, more than the limit of %d", ErrInvalid, d, MaxPayloadDepth)
 	}
 	if !json.Valid(payload) {
 		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalid)

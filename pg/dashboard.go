@@ -17,6 +17,32 @@ import (
 // migration 011 or an older one, and none reads more than a bounded number
 // of rows: counts stop at CountCap and estimate beyond it, the payload
 // search looks at TextScanCap tasks at most, bulk changes go in batches.
+// All of them, and the dashboard's writes, are on the read pool.
+
+// Dashboard is the provider as the dashboard uses it (ui.Store): its
+// reads are on the read pool, and so here are its enqueue, cancel, retry
+// and lane changes, so that no page can take a connection of the lease
+// path.
+type Dashboard struct{ *Provider }
+
+// Dashboard returns the provider as the dashboard uses it.
+func (p *Provider) Dashboard() Dashboard { return Dashboard{p} }
+
+func (d Dashboard) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, bool, error) {
+	return d.enqueue(ctx, d.readTx, ep)
+}
+
+func (d Dashboard) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
+	return d.cancel(ctx, d.readTx, taskID)
+}
+
+func (d Dashboard) Retry(ctx context.Context, taskID int64) error {
+	return d.retry(ctx, d.readTx, taskID)
+}
+
+func (d Dashboard) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane, error) {
+	return d.setLane(ctx, d.readTx, u)
+}
 
 // CountCap is where a count stops counting and asks the planner instead.
 const CountCap = 50_000
@@ -151,7 +177,7 @@ var errOverBudget = errors.New("count over budget")
 // without JIT, whose compiling costs more than these counts), returning
 // errOverBudget when it runs out.
 func (p *Provider) countWithin(ctx context.Context, budget time.Duration, sql string, args ...any) (int64, error) {
-	tx, err := p.beginTx(ctx)
+	tx, err := p.beginTx(ctx, p.reads)
 	if err != nil {
 		return 0, err
 	}
@@ -171,7 +197,7 @@ func (p *Provider) countWithin(ctx context.Context, budget time.Duration, sql st
 // estimate returns the planner's estimate of the rows sql returns.
 func (p *Provider) estimate(ctx context.Context, sql string, args ...any) (int64, error) {
 	var plan []byte
-	if err := p.pool.QueryRow(ctx, p.sql(`EXPLAIN (FORMAT JSON) `+sql), args...).Scan(&plan); err != nil {
+	if err := p.reads.QueryRow(ctx, p.sql(`EXPLAIN (FORMAT JSON) `+sql), args...).Scan(&plan); err != nil {
 		return 0, fmt.Errorf("estimate: %w", mapErr(err))
 	}
 	var out []struct {
@@ -194,7 +220,7 @@ func (p *Provider) BulkRetry(ctx context.Context, q lease.TaskQuery) (int64, err
 		UPDATE {{schema}}.tasks t SET state = 'queued', attempts = 0, cancel_requested = false,
 			run_after = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp()
 		FROM s WHERE t.id = s.id AND t.state IN ('failed', 'cancelled') AND t.dedupe_key IS NULL`,
-		func(ctx context.Context, id int64) error { return p.Retry(ctx, id) })
+		func(ctx context.Context, id int64) error { return p.retry(ctx, p.readTx, id) })
 }
 
 // BulkCancel cancels every queued task q selects at once and marks every
@@ -230,7 +256,7 @@ func (p *Provider) bulk(ctx context.Context, q lease.TaskQuery, states []lease.T
 				coalesce((SELECT array_agg(s.id) FROM s WHERE s.dedupe_key IS NOT NULL), '{}')`
 		var last, n int64
 		var keyed []int64
-		if err := p.pool.QueryRow(ctx, p.sql(sql), args...).Scan(&last, &n, &keyed); err != nil {
+		if err := p.reads.QueryRow(ctx, p.sql(sql), args...).Scan(&last, &n, &keyed); err != nil {
 			return total, fmt.Errorf("bulk change of tasks: %w", mapErr(err))
 		}
 		total += n
@@ -302,7 +328,7 @@ func (p *Provider) RunsBetween(ctx context.Context, from, to time.Time, limit in
 	}
 	count := `{{schema}}.runs r WHERE r.started_at >= $1 AND r.started_at < $2`
 	var n int64
-	if err := p.pool.QueryRow(ctx, p.sql(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) c`, count, CountCap+1)),
+	if err := p.reads.QueryRow(ctx, p.sql(fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) c`, count, CountCap+1)),
 		from, to).Scan(&n); err != nil {
 		return nil, lease.Count{}, fmt.Errorf("count runs: %w", mapErr(err))
 	}

@@ -104,6 +104,16 @@
 // connection until the lease's local deadline; past it, giveback.go gives
 // the token's runs back, abandoned and refunded, once the database answers.
 //
+// # Two pools
+//
+// A Provider holds two connection pools. The lease path (claim,
+// heartbeat, settle, the cancel poll, give-backs, the daemon's name) has
+// the first to itself. Everything else, the listings, lanes for a status
+// or a scrape, the dashboard's reads and writes (Dashboard, as ui.Store)
+// and the notifier's, goes through the second, of at most ReadConns
+// connections with a statement timeout of ReadStatementTimeout: a flood
+// of pages waits for those, and never for a connection a heartbeat needs.
+//
 // # Heartbeats
 //
 // Heartbeats rewrite only unindexed columns of runs (lease_expires_at,

@@ -23,6 +23,10 @@ func LaneKey(name string) int32 {
 
 // SetLane creates or changes a lane.
 func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane, error) {
+	return p.setLane(ctx, p.inTx, u)
+}
+
+func (p *Provider) setLane(ctx context.Context, inTx txFunc, u lease.LaneUpdate) (lease.Lane, error) {
 	if !lease.ValidName(u.Name) {
 		return lease.Lane{}, fmt.Errorf("set lane: %w: lane %q does not match %s", lease.ErrInvalid, u.Name, lease.LanePattern)
 	}
@@ -32,7 +36,7 @@ func (p *Provider) SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane,
 		}
 	}
 	l := lease.Lane{Name: u.Name}
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`
 			INSERT INTO {{schema}}.lanes AS l (name, max_running, paused, set_by)
 			VALUES ($1, coalesce($2, 1), coalesce($3, false), $4)

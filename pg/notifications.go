@@ -16,7 +16,7 @@ func (p *Provider) RecordEvent(ctx context.Context, runID int64, event string) e
 		return fmt.Errorf("record event of run %d: %w: %q is not an event", runID, lease.ErrInvalid, event)
 	}
 	found := false
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := p.readTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`WITH r AS (SELECT r.id, r.task_id, r.agent FROM {{schema}}.runs r WHERE r.id = $1),
 			i AS (INSERT INTO {{schema}}.events (task_id, run_id, event, agent)
 				SELECT r.task_id, r.id, $2, r.agent FROM r ON CONFLICT (run_id, event) DO NOTHING)
@@ -43,7 +43,7 @@ func (p *Provider) TakeEvents(ctx context.Context, by string, routes []lease.Not
 		agents[i], events[i], targets[i] = r.Agent, r.Event, r.Target
 	}
 	var made int
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := p.readTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`WITH w AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) AS w(agent, event, target)),
 			ev AS (
 				SELECT e.id, e.task_id, e.run_id, e.event, e.agent FROM {{schema}}.events e
@@ -113,7 +113,7 @@ func (p *Provider) ClaimNotifications(ctx context.Context, c lease.NotifyClaim) 
 		giveUp = &c.GiveUp
 	}
 	var claimed, gaveUp []lease.NotificationJob
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := p.readTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(claimNotifications), c.By, targets, ns, c.Lease, giveUp, c.GiveUp.String()).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
@@ -173,7 +173,7 @@ func (p *Provider) FinishNotification(ctx context.Context, id int64, try int, r 
 		return fmt.Errorf("finish notification: %w", err)
 	}
 	var done, exists bool
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := p.readTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`WITH u AS (
 				UPDATE {{schema}}.notifications SET status = $3, detail = $4,
 					due_at = CASE WHEN $3 = 'pending' THEN clock_timestamp() + $5::interval END,

@@ -49,9 +49,25 @@ var ErrNotMigrated = errors.New("queue schema is missing or out of date: run `qd
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// ReadConns is how many connections the read pool holds at most, and
+// ReadStatementTimeout how long one of its statements may run.
+const (
+	ReadConns            = 3
+	ReadStatementTimeout = 15 * time.Second
+)
+
 // Provider is a lease.Provider backed by PostgreSQL.
+//
+// It holds two pools. The first is the lease path's: claims, heartbeats,
+// settles, cancel polls, give-backs, the daemon's name. The second, of at
+// most ReadConns connections whose statements end after
+// ReadStatementTimeout, takes the listings (tasks, runs, lanes for a
+// status or a scrape, daemons), the dashboard's reads and writes
+// (Dashboard) and the notifier's: however many of those wait, none takes
+// a connection a heartbeat needs.
 type Provider struct {
 	pool   *pgxpool.Pool
+	reads  *pgxpool.Pool
 	schema string
 	q      string // the schema as a quoted identifier
 	logger hclog.Logger
@@ -127,17 +143,43 @@ func Open(ctx context.Context, rawURL string, logger hclog.Logger) (*Provider, e
 		return p.IdleDuration > pingIdle
 	}
 	p := &Provider{schema: schema, q: quoteIdent(schema), logger: logger.Named("pg")}
+	rcfg := readConfig(cfg, own["pooler"], p.afterConnect)
 	cfg.AfterConnect = p.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool %s: %w", lease.Redact(rawURL), err)
 	}
 	p.pool = pool
+	if p.reads, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open read pool %s: %w", lease.Redact(rawURL), err)
+	}
 	p.closing, p.stop = context.WithCancel(context.Background())
 	if err := p.checkSchema(ctx); err != nil && !errors.Is(err, ErrNotMigrated) {
 		p.logger.Warn("cannot check queue schema", "schema", schema, "error", err)
 	}
 	return p, nil
+}
+
+// readConfig is the read pool's config: cfg's, with at most ReadConns
+// connections, each with a statement timeout of ReadStatementTimeout. Its
+// connections open only when first needed. Behind a transaction-mode
+// pooler a session setting would reach other clients' sessions, so there
+// the timeout is left to each caller's context.
+func readConfig(cfg *pgxpool.Config, pooler string, afterConnect func(context.Context, *pgx.Conn) error) *pgxpool.Config {
+	rcfg := cfg.Copy()
+	rcfg.MaxConns, rcfg.MinConns = ReadConns, 0
+	rcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if err := afterConnect(ctx, conn); err != nil {
+			return err
+		}
+		if pooler == "transaction" {
+			return nil
+		}
+		_, err := conn.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", ReadStatementTimeout.Milliseconds()))
+		return err
+	}
+	return rcfg
 }
 
 // DriverURL returns rawURL without the parameters qd reads itself
@@ -191,8 +233,11 @@ func nullString(s string) *string {
 	return &s
 }
 
-// Pool returns the connection pool.
+// Pool returns the lease path's connection pool.
 func (p *Provider) Pool() *pgxpool.Pool { return p.pool }
+
+// ReadPool returns the read pool.
+func (p *Provider) ReadPool() *pgxpool.Pool { return p.reads }
 
 // Schema returns the schema the provider works in.
 func (p *Provider) Schema() string { return p.schema }
@@ -216,6 +261,7 @@ func (p *Provider) Close() {
 		p.giveBackAll(ctx)
 		cancel()
 	}
+	p.reads.Close()
 	p.pool.Close()
 }
 
@@ -274,12 +320,22 @@ func (p *Provider) recheck(ctx context.Context, err error) error {
 
 // inTx runs queue in one READ COMMITTED transaction sent as a single
 // pipelined batch (one round trip once statements are prepared), whatever
-// the server's default isolation.
+// the server's default isolation, on the lease path's pool.
 func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
+	return p.inTxOn(ctx, p.pool, queue)
+}
+
+// readTx is inTx on the read pool, for the writes of the dashboard and
+// the notifier: they must not take the lease path's connections.
+func (p *Provider) readTx(ctx context.Context, queue func(b *pgx.Batch)) error {
+	return p.inTxOn(ctx, p.reads, queue)
+}
+
+func (p *Provider) inTxOn(ctx context.Context, pool *pgxpool.Pool, queue func(b *pgx.Batch)) error {
 	if err := p.checkSchema(ctx); err != nil {
 		return unsent{err}
 	}
-	conn, err := p.pool.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire connection: %w", unsent{err})
 	}
@@ -315,13 +371,13 @@ func (p *Provider) inTx(ctx context.Context, queue func(b *pgx.Batch)) error {
 	return err
 }
 
-// beginTx opens an interactive READ COMMITTED transaction, for the rare
-// operations that need one.
-func (p *Provider) beginTx(ctx context.Context) (pgx.Tx, error) {
+// beginTx opens an interactive READ COMMITTED transaction on pool, for
+// the rare operations that need one.
+func (p *Provider) beginTx(ctx context.Context, pool *pgxpool.Pool) (pgx.Tx, error) {
 	if err := p.checkSchema(ctx); err != nil {
 		return nil, err
 	}
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
@@ -334,12 +390,16 @@ func (p *Provider) beginTx(ctx context.Context) (pgx.Tx, error) {
 // counted.
 func (p *Provider) Transactions() int64 { return p.txCount.Load() }
 
-// query runs a read outside any explicit transaction.
+// query runs a read outside any explicit transaction, on the read pool.
 func (p *Provider) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.queryOn(ctx, p.reads, sql, args...)
+}
+
+func (p *Provider) queryOn(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (pgx.Rows, error) {
 	if err := p.checkSchema(ctx); err != nil {
 		return nil, err
 	}
-	return p.pool.Query(ctx, sql, args...)
+	return pool.Query(ctx, sql, args...)
 }
 
 // sql replaces the schema placeholder in a statement.

@@ -17,8 +17,9 @@ import (
 // advisory locks are transaction locks (pg_advisory_xact_lock), it never
 // LISTENs, never sets search_path (every name is schema-qualified), makes
 // no temporary tables, and the settings it changes are a function's own
-// (SET enable_seqscan in its definition) or a transaction's
-// (set_config(..., true)). The one session feature it would use is pgx's
+// (SET enable_seqscan in its definition), a transaction's
+// (set_config(..., true)) or, except behind a transaction-mode pooler, the
+// read pool's statement_timeout (readConfig). The one session feature it would use is pgx's
 // default, named prepared statements, which a transaction-mode pooler
 // (PgBouncer before 1.21) hands to whichever server connection the next
 // transaction gets. pooler=transaction on the URL swaps them for cached

@@ -15,12 +15,20 @@ import (
 // Enqueue adds a task, or returns the unfinished task with the same dedupe
 // key.
 func (p *Provider) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, bool, error) {
+	return p.enqueue(ctx, p.inTx, ep)
+}
+
+// txFunc runs a batch in one transaction on one of the pools: inTx or
+// readTx.
+type txFunc func(ctx context.Context, queue func(b *pgx.Batch)) error
+
+func (p *Provider) enqueue(ctx context.Context, inTx txFunc, ep lease.EnqueueParams) (int64, bool, error) {
 	if err := lease.ValidateEnqueue(&ep); err != nil {
 		return 0, false, fmt.Errorf("enqueue: %w", err)
 	}
 	var id int64
 	var existed bool
-	err := p.inTx(ctx, func(b *pgx.Batch) { p.queueEnqueue(b, &ep, &id, &existed) })
+	err := inTx(ctx, func(b *pgx.Batch) { p.queueEnqueue(b, &ep, &id, &existed) })
 	if err != nil {
 		return 0, false, fmt.Errorf("enqueue: %w", mapErr(err))
 	}
@@ -42,13 +50,14 @@ func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64
 }
 
 // CancelRequested returns the live runs of runIDs whose task has a cancel
-// request, through the primary keys of runs and tasks.
+// request, through the primary keys of runs and tasks. The supervisor
+// polls it for its runs: it is on the lease path's pool.
 func (p *Provider) CancelRequested(ctx context.Context, runIDs []int64) ([]int64, error) {
 	out := []int64{}
 	if len(runIDs) == 0 {
 		return out, nil
 	}
-	rows, err := p.query(ctx, p.sql(`SELECT r.id FROM {{schema}}.runs r
+	rows, err := p.queryOn(ctx, p.pool, p.sql(`SELECT r.id FROM {{schema}}.runs r
 		JOIN {{schema}}.tasks t ON t.id = r.task_id
 		WHERE r.id = ANY ($1) AND r.state = 'running' AND t.cancel_requested
 		ORDER BY r.id`), runIDs)
@@ -64,8 +73,12 @@ func (p *Provider) CancelRequested(ctx context.Context, runIDs []int64) ([]int64
 
 // Cancel cancels a queued task, or marks a running one for its holder.
 func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, error) {
+	return p.cancel(ctx, p.inTx, taskID)
+}
+
+func (p *Provider) cancel(ctx context.Context, inTx txFunc, taskID int64) (lease.TaskState, error) {
 	var after, before *string
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`
 			WITH u AS (
 				UPDATE {{schema}}.tasks t SET
@@ -95,9 +108,13 @@ func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, e
 
 // Retry queues a failed or cancelled task again with fresh attempts.
 func (p *Provider) Retry(ctx context.Context, taskID int64) error {
+	return p.retry(ctx, p.inTx, taskID)
+}
+
+func (p *Provider) retry(ctx context.Context, inTx txFunc, taskID int64) error {
 	var done bool
 	var before *string
-	err := p.inTx(ctx, func(b *pgx.Batch) {
+	err := inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(p.sql(`
 			WITH u AS (
 				UPDATE {{schema}}.tasks t SET state = 'queued', attempts = 0, cancel_requested = false,
@@ -323,7 +340,7 @@ func (p *Provider) PeriodicTick(ctx context.Context, name string, tick time.Time
 	if err := lease.ValidateEnqueue(&ep); err != nil {
 		return false, fmt.Errorf("periodic %s: %w", name, err)
 	}
-	tx, err := p.beginTx(ctx)
+	tx, err := p.beginTx(ctx, p.pool)
 	if err != nil {
 		return false, fmt.Errorf("periodic %s: %w", name, err)
 	}

@@ -64,18 +64,19 @@ func (s *server) action(pattern string, do func(r *http.Request) (result, error)
 			s.answer(w, r, result{}, errReadOnly)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 2<<20)
-		if err := r.ParseForm(); err != nil {
+		if err := r.ParseForm(); err != nil { // the body is capped at Limits.Body
 			s.answer(w, r, result{}, badQuery("read form: %v", err))
 			return
 		}
-		res, err := do(r)
-		if err != nil {
-			s.o.Logger.Info("dashboard action refused", "action", r.URL.Path, "error", scrub(err))
-		} else {
-			s.o.Logger.Info("dashboard action", "action", r.URL.Path, "result", res.Message)
-		}
-		s.answer(w, r, res, err)
+		s.load(w, r, 0, func(r *http.Request) {
+			res, err := do(r)
+			if err != nil {
+				s.o.Logger.Info("dashboard action refused", "action", r.URL.Path, "error", scrub(err))
+			} else {
+				s.o.Logger.Info("dashboard action", "action", r.URL.Path, "result", res.Message)
+			}
+			s.answer(w, r, res, err)
+		})
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -29,6 +30,7 @@ var funcs = template.FuncMap{
 	"upper":    strings.ToUpper,
 	"states":   func() []string { return []string{"queued", "running", "done", "failed", "cancelled"} },
 	"short":    short,
+	"visible":  visible,
 	"finished": func(s lease.TaskState) bool { return s.Finished() },
 }
 
@@ -45,9 +47,45 @@ func short(v any, n int) string {
 	}
 	r := []rune(s)
 	if len(r) <= n {
+		return visible(s)
+	}
+	return visible(string(r[:n])) + "…"
+}
+
+// visible makes the control characters of a text from an agent (a
+// summary, output, a payload) into visible escapes, as qd's terminal
+// output does: C0 controls (\r, \x1b), DEL, C1 controls, bytes that are
+// not UTF-8 and the controls that reorder text (\u202e). A line ending
+// (\n, \r\n) and a tab stay as they are. Left raw, a carriage return
+// would end a line of the page's event stream, and the others would hide
+// or disguise what the agent wrote.
+func visible(s string) string {
+	clean := true
+	for i := 0; i < len(s) && clean; i++ { // ASCII text needs no copy
+		clean = s[i] >= 0x20 && s[i] != 0x7f && s[i] < 0x80 || s[i] == '\n' || s[i] == '\t'
+	}
+	if clean {
 		return s
 	}
-	return string(r[:n]) + "…"
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\r' && strings.HasPrefix(s[i+1:], "\n"):
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == utf8.RuneError && n == 1, r < 0x20, r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r >= 0x80 && r < 0xa0, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // ago says how long ago (or how soon) t is, in the largest two units.
@@ -118,13 +156,92 @@ func count(c lease.Count) string {
 	return number(c.N)
 }
 
-// pretty indents a JSON payload, or gives it as it is when it is not JSON.
+// maxPretty is how much of a payload's indented text the task page
+// shows; the JSON twin has all of it.
+const maxPretty = 64 << 10
+
+// pretty indents a JSON payload, or gives it as it is when it is not JSON,
+// cut at maxPretty bytes: indenting multiplies the size of a deeply nested
+// payload.
 func pretty(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return string(raw)
+	text, whole := string(raw[:min(len(raw), maxPretty)]), len(raw) <= maxPretty
+	if json.Valid(raw) {
+		text, whole = indent(raw, maxPretty)
 	}
-	return b.String()
+	text = visible(text)
+	if !whole {
+		text += fmt.Sprintf("\n… (cut at %d KiB; the page's JSON twin, /api/tasks/ID, has all %d bytes)", maxPretty>>10, len(raw))
+	}
+	return text
+}
+
+// indent writes the valid JSON text js with two spaces per level, as
+// json.Indent does, and stops once the text reaches limit bytes; it
+// reports whether the text is whole.
+func indent(js []byte, limit int) (string, bool) {
+	var b bytes.Buffer
+	depth := 0
+	newline := func() {
+		b.WriteByte('\n')
+		for range depth {
+			b.WriteString("  ")
+		}
+	}
+	for i := 0; i < len(js); i++ {
+		if b.Len() >= limit {
+			return b.String(), false
+		}
+		switch c := js[i]; c {
+		case '"':
+			end := stringEnd(js, i)
+			b.Write(js[i:end])
+			i = end - 1
+		case '{', '[':
+			b.WriteByte(c)
+			if j := nextToken(js, i+1); j < len(js) && (js[j] == '}' || js[j] == ']') {
+				b.WriteByte(js[j])
+				i = j
+				continue
+			}
+			depth++
+			newline()
+		case '}', ']':
+			depth--
+			newline()
+			b.WriteByte(c)
+		case ',':
+			b.WriteByte(c)
+			newline()
+		case ':':
+			b.WriteString(": ")
+		case ' ', '\t', '\r', '\n':
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// stringEnd returns the index just past the JSON string starting at i.
+func stringEnd(js []byte, i int) int {
+	for j := i + 1; j < len(js); j++ {
+		switch js[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(js)
+}
+
+// nextToken returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func nextToken(js []byte, i int) int {
+	for i < len(js) && (js[i] == ' ' || js[i] == '\t' || js[i] == '\r' || js[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // exit says how a run's child ended: its exit code or signal.

@@ -3,8 +3,8 @@ package ui_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -47,12 +47,23 @@ func MustProvider(tb testing.TB) (*pg.Provider, string) {
 }
 
 // MustServer serves the dashboard over p with o (Store, Listen and
-// Refresh filled in) and returns its base URL.
+// Refresh filled in) on a loopback port, as qd ui does, and returns its
+// base URL.
 func MustServer(tb testing.TB, p *pg.Provider, o ui.Options) string {
 	tb.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	o.Store = p
-	o.Listen = srv.Listener.Addr().String()
+	_, base := MustDashboard(tb, p, o)
+	return base
+}
+
+// MustDashboard is MustServer, returning the dashboard too.
+func MustDashboard(tb testing.TB, p *pg.Provider, o ui.Options) (*ui.Dashboard, string) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.Store = p.Dashboard()
+	o.Listen = ln.Addr().String()
 	if o.Daemons == nil {
 		// The daemons as qd ui and a daemon's ui block list them.
 		d, err := daemon.DashboardOptions(p)
@@ -64,14 +75,20 @@ func MustServer(tb testing.TB, p *pg.Provider, o ui.Options) string {
 	if o.Refresh == 0 {
 		o.Refresh = 200 * time.Millisecond
 	}
-	h, err := ui.New(o)
+	d, err := ui.New(o)
 	if err != nil {
 		tb.Fatalf("ui.New: %v", err)
 	}
-	srv.Config.Handler = h
-	srv.Start()
-	tb.Cleanup(srv.Close)
-	return srv.URL
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(ctx, ln) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("serve: %v", err)
+		}
+	})
+	return d, "http://" + ln.Addr().String()
 }
 
 // MustGet fetches base+path and returns the status and body.

@@ -50,30 +50,59 @@ type view struct {
 	Path        string // the request's path and query, for links back
 }
 
+// loadTimeout bounds the queue's reads for one page or JSON answer.
+const loadTimeout = 10 * time.Second
+
 // serve answers a page's GET: JSON for the twin, a stream of its live
-// part for an EventSource, else the page.
+// part for an EventSource, else the page. The page is made while holding
+// a load slot, and written after it is given back, so that a client slow
+// to read holds no slot.
 func (s *server) serve(p page, asJSON bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if asJSON {
-			data, err := p.load(r)
-			if err != nil {
-				writeJSON(w, status(err), map[string]string{"error": scrub(err)})
-				return
-			}
-			writeJSON(w, http.StatusOK, data)
-			return
-		}
-		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if !asJSON && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 			s.stream(w, r, p)
 			return
 		}
-		v, err := s.view(r, p)
-		code := http.StatusOK
-		if err != nil {
-			code = status(err)
+		var a answer
+		ok := s.load(w, r, loadTimeout, func(r *http.Request) {
+			if asJSON {
+				data, err := p.load(r)
+				if err != nil {
+					a = jsonAnswer(status(err), map[string]string{"error": scrub(err)})
+					return
+				}
+				a = jsonAnswer(http.StatusOK, data)
+				return
+			}
+			v, err := s.view(r, p)
+			code := http.StatusOK
+			if err != nil {
+				code = status(err)
+			}
+			a = s.html(code, p.name, "page", v)
+		})
+		if ok {
+			a.write(w)
 		}
-		s.render(w, code, p.name, "page", v)
 	})
+}
+
+// load runs fn holding one of the Limits.Pages slots, with its context
+// ended after timeout (none when zero); when no slot frees up within
+// Limits.Wait it answers 503 instead and returns false.
+func (s *server) load(w http.ResponseWriter, r *http.Request, timeout time.Duration, fn func(r *http.Request)) bool {
+	if !s.loads.take(r.Context(), s.limits.Wait) {
+		busy(w, "2", fmt.Sprintf("the dashboard is answering as many requests as it may at once (%d); try again in a moment", s.limits.Pages))
+		return false
+	}
+	defer s.loads.give()
+	if timeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	fn(r)
+	return true
 }
 
 func (s *server) view(r *http.Request, p page) (view, error) {
@@ -97,66 +126,101 @@ func status(err error) int {
 	return http.StatusInternalServerError
 }
 
-func (s *server) render(w http.ResponseWriter, code int, name, tmpl string, v any) {
+// answer is a response made in full before it is written.
+type answer struct {
+	code        int
+	contentType string
+	body        []byte
+}
+
+func (a answer) write(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", a.contentType)
+	w.WriteHeader(a.code)
+	_, _ = w.Write(a.body)
+}
+
+// html renders template tmpl of page name with v, or an error page.
+func (s *server) html(code int, name, tmpl string, v any) answer {
 	var buf bytes.Buffer
 	if err := s.pages[name].t.ExecuteTemplate(&buf, tmpl, v); err != nil {
 		s.o.Logger.Error("render page", "page", name, "error", err)
-		http.Error(w, "render page: "+scrub(err), http.StatusInternalServerError)
-		return
+		return answer{http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("render page: " + scrub(err) + "\n")}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(code)
-	_, _ = w.Write(buf.Bytes())
+	return answer{code, "text/html; charset=utf-8", buf.Bytes()}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+func (s *server) render(w http.ResponseWriter, code int, name, tmpl string, v any) {
+	s.html(code, name, tmpl, v).write(w)
 }
+
+// jsonAnswer is v as indented JSON with code, or a 500 naming the error
+// when v cannot be encoded: never a status without its body.
+func jsonAnswer(code int, v any) answer {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(map[string]string{"error": "encode answer: " + scrub(err)})
+	}
+	return answer{code, "application/json", append(b, '\n')}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) { jsonAnswer(code, v).write(w) }
 
 // stream pushes the page's live part as a server-sent event at once and
-// again each time it changes, until the client goes away.
+// again each time it changes, until the client goes away. It holds one of
+// the Limits.Streams slots throughout (503 when none is free) and a page
+// slot for each look at the queue, lifts the request's read deadline (the
+// client sends nothing more), and gives each write a deadline of its own.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, p page) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming is not supported here", http.StatusInternalServerError)
+	if !s.streams.take(r.Context(), 0) {
+		busy(w, "10", fmt.Sprintf("the dashboard holds as many live streams as it may (%d): close a tab, or reload later", s.limits.Streams))
 		return
 	}
+	defer s.streams.give()
+	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	if rc.Flush() != nil {
+		return
+	}
+	_ = rc.SetReadDeadline(time.Time{})
 	var last [32]byte
 	lastSent := time.Now()
 	tick := time.NewTicker(s.o.Refresh)
 	defer tick.Stop()
+	send := func(write func() bool) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.limits.Write))
+		return write() && rc.Flush() == nil
+	}
 	for {
 		var buf bytes.Buffer
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		v, _ := s.view(r.WithContext(ctx), p)
-		cancel()
-		if err := s.pages[p.name].t.ExecuteTemplate(&buf, "live", v); err != nil {
-			s.o.Logger.Error("render live part", "page", p.name, "error", err)
+		var rerr error
+		looked := s.loads.take(r.Context(), s.o.Refresh)
+		if looked {
+			ctx, cancel := context.WithTimeout(r.Context(), loadTimeout)
+			v, _ := s.view(r.WithContext(ctx), p)
+			cancel()
+			s.loads.give()
+			rerr = s.pages[p.name].t.ExecuteTemplate(&buf, "live", v)
+		}
+		if rerr != nil {
+			s.o.Logger.Error("render live part", "page", p.name, "error", rerr)
 			return
 		}
 		sum := sha256.Sum256(buf.Bytes())
 		switch {
-		case sum != last:
+		case looked && sum != last:
 			last, lastSent = sum, time.Now()
-			if !writeEvent(w, buf.Bytes()) {
+			if !send(func() bool { return writeEvent(w, buf.Bytes()) }) {
 				return
 			}
-			flusher.Flush()
 		case time.Since(lastSent) > 15*time.Second:
 			lastSent = time.Now()
-			if _, err := fmt.Fprint(w, ": still here\n\n"); err != nil {
+			if !send(func() bool { _, err := fmt.Fprint(w, ": still here\n\n"); return err == nil }) {
 				return
 			}
-			flusher.Flush()
 		}
 		select {
 		case <-r.Context().Done():
@@ -166,15 +230,25 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, p page) {
 	}
 }
 
-// writeEvent writes data as one message event, a data: line per line.
+// writeEvent writes the HTML data as one message event, a data: line per
+// line. A carriage return ends a line of the stream as a newline does, so
+// every control character but newline and tab goes out as an HTML
+// character reference: whatever text the data holds, it is one event and
+// the event's data alone, never a field of the sender's choosing.
 func writeEvent(w http.ResponseWriter, data []byte) bool {
 	var b bytes.Buffer
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(bytes.TrimSuffix(line, []byte("\r")))
-		b.WriteByte('\n')
+	b.WriteString("data: ")
+	for _, c := range data {
+		switch {
+		case c == '\n':
+			b.WriteString("\ndata: ")
+		case c < 0x20 && c != '\t', c == 0x7f:
+			fmt.Fprintf(&b, "&#%d;", c)
+		default:
+			b.WriteByte(c)
+		}
 	}
-	b.WriteByte('\n')
+	b.WriteString("\n\n")
 	_, err := w.Write(b.Bytes())
 	return err == nil
 }

@@ -47,13 +47,17 @@ type TaskRow struct {
 	UpdatedAt       time.Time       `json:"updated_at"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
 	Payload         json.RawMessage `json:"payload"`
+	// PayloadNote says why Payload is the stored text as a string: it
+	// nests deeper than lease.MaxPayloadDepth, or is not JSON.
+	PayloadNote string `json:"payload_note,omitempty"`
 }
 
 func taskRow(t lease.Task) TaskRow {
+	payload, note := lease.ShowPayload(t.Payload)
 	return TaskRow{ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority, Attempts: t.Attempts,
 		MaxAttempts: t.MaxAttempts, RunAfter: t.RunAfter, DedupeKey: t.DedupeKey, ParentRun: t.ParentRun,
 		LastSummary: t.LastSummary, CancelRequested: t.CancelRequested, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		FinishedAt: t.FinishedAt, Payload: t.Payload}
+		FinishedAt: t.FinishedAt, Payload: payload, PayloadNote: note}
 }
 
 func taskRows(ts []lease.Task) []TaskRow {

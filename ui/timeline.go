@@ -294,7 +294,7 @@ func barsSVG(bars []Bar) template.HTML {
 		title := fmt.Sprintf("run %d · task %d · %s attempt %d · %s · %s–%s", bar.RunID, bar.TaskID, bar.Agent, bar.Attempt,
 			bar.Outcome, when(bar.StartedAt), when(bar.EndedAt))
 		if bar.Summary != "" {
-			title += " · " + bar.Summary
+			title += " · " + visible(bar.Summary)
 		}
 		fmt.Fprintf(&b, `<a href="/tasks/%d"><rect class="run %s" data-run="%d" x="%.1f" y="%.1f" width="%.1f" height="17"><title>%s</title></rect></a>`,
 			bar.TaskID, html.EscapeString(bar.Outcome), bar.RunID, bar.X, bar.Y, bar.W, html.EscapeString(title))

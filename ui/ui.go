@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -49,6 +48,13 @@ type Options struct {
 	// Token, when set, is required of every request: as a bearer token,
 	// as the password of basic auth, or in the cookie ?token= sets.
 	Token string
+	// LocalToken, taken like Token when Token is empty, is the token of
+	// TokenFile (LocalToken makes both): without it a request is served
+	// only when the kernel says its connection is this user's or root's.
+	LocalToken string
+	TokenFile  string
+	// Limits bound the clients (DefaultLimits where zero).
+	Limits Limits
 	// ReadOnly hides the actions and refuses them.
 	ReadOnly bool
 	// Metrics serves /metrics; nil answers 404.
@@ -63,14 +69,26 @@ type Options struct {
 
 // server is the dashboard's handler.
 type server struct {
-	o     Options
-	pages map[string]*pageTemplate
-	mux   *http.ServeMux
+	o      Options
+	limits Limits
+	pages  map[string]*pageTemplate
+	mux    *http.ServeMux
+	// loads are the slots of Limits.Pages, streams of Limits.Streams.
+	loads, streams slots
 }
 
-// New returns the dashboard's handler. It refuses (ErrNeedsToken) a listen
-// address that is not loopback when Token is empty.
-func New(o Options) (http.Handler, error) {
+// Dashboard is the dashboard: an http.Handler, which Serve serves on a
+// listener with its limits.
+type Dashboard struct {
+	h http.Handler
+	s *server
+}
+
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.h.ServeHTTP(w, r) }
+
+// New returns the dashboard. It refuses (ErrNeedsToken) a listen address
+// that is not loopback when Token is empty.
+func New(o Options) (*Dashboard, error) {
 	if o.Store == nil {
 		return nil, errors.New("ui: no store")
 	}
@@ -90,10 +108,12 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{o: o, pages: pages, mux: http.NewServeMux()}
+	l := o.Limits.orDefault()
+	s := &server{o: o, limits: l, pages: pages, mux: http.NewServeMux(),
+		loads: make(slots, l.Pages), streams: make(slots, l.Streams)}
 	s.routes()
 	csrf := http.NewCrossOriginProtection()
-	return s.checkHost(s.checkToken(headers(csrf.Handler(s.mux)))), nil
+	return &Dashboard{h: s.deadlines(s.checkHost(s.checkAccess(headers(csrf.Handler(s.mux))))), s: s}, nil
 }
 
 // CheckListen refuses (ErrNeedsToken) an address whose host is not a
@@ -135,42 +155,10 @@ func (s *server) checkHost(next http.Handler) http.Handler {
 			strings.EqualFold(host, listenHost) ||
 			slices.ContainsFunc(s.o.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
 		if !ok {
-			http.Error(w, fmt.Sprintf("host %q is not one of the dashboard's names; add it with --allow-host", host), http.StatusMisdirectedRequest)
+			refuse(w, fmt.Sprintf("host %q is not one of the dashboard's names; add it with --allow-host", host), http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
-}
-
-const tokenCookie = "qd_ui_token"
-
-// checkToken asks every request for the token, when one is set. A GET with
-// ?token= sets it in a cookie and redirects to the same page without it.
-func (s *server) checkToken(next http.Handler) http.Handler {
-	if s.o.Token == "" {
-		return next
-	}
-	want := []byte(s.o.Token)
-	same := func(got string) bool { return got != "" && subtle.ConstantTimeCompare([]byte(got), want) == 1 }
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := r.URL.Query().Get("token"); r.Method == http.MethodGet && same(t) {
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			q := r.URL.Query()
-			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
-			return
-		}
-		_, pass, basic := r.BasicAuth()
-		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		c, _ := r.Cookie(tokenCookie)
-		if (basic && same(pass)) || same(bearer) || (c != nil && same(c.Value)) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Basic realm="qd", charset="UTF-8"`)
-		http.Error(w, "the dashboard needs its token: as the password of basic auth, a bearer token, or ?token=", http.StatusUnauthorized)
 	})
 }
 
@@ -195,7 +183,7 @@ func (s *server) routes() {
 			http.NotFound(w, r)
 			return
 		}
-		s.o.Metrics.ServeHTTP(w, r)
+		s.load(w, r, loadTimeout, func(r *http.Request) { s.o.Metrics.ServeHTTP(w, r) })
 	})
 	for _, p := range []page{
 		{path: "/{$}", api: "/api/overview", name: "overview", title: "Overview", load: s.overview},
@@ -208,7 +196,9 @@ func (s *server) routes() {
 		s.mux.Handle("GET "+p.path, s.serve(p, false))
 		s.mux.Handle("GET "+p.api, s.serve(p, true))
 	}
-	s.mux.HandleFunc("GET /tasks/confirm", s.confirmBulk)
+	s.mux.HandleFunc("GET /tasks/confirm", func(w http.ResponseWriter, r *http.Request) {
+		s.load(w, r, 0, func(r *http.Request) { s.confirmBulk(w, r) })
+	})
 	s.action("POST /actions/enqueue", s.enqueue)
 	s.action("POST /actions/run-now", s.runNow)
 	s.action("POST /actions/tasks/{id}/cancel", s.cancel)

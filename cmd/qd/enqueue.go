@@ -109,6 +109,9 @@ func readPayload(stdin io.Reader, args []string) (json.RawMessage, error) {
 	if len(b) > lease.MaxPayloadBytes {
 		return nil, usageErrorf("enqueue: payload is more than %d bytes", lease.MaxPayloadBytes)
 	}
+	if d := lease.PayloadDepth(b); d > lease.MaxPayloadDepth { // json.Valid calls past 10,000 levels invalid
+		return nil, usageErrorf("enqueue: payload nests %d levels deep, more than the limit of %d", d, lease.MaxPayloadDepth)
+	}
 	if !json.Valid(b) {
 		return nil, usageErrorf("enqueue: payload is not valid JSON")
 	}

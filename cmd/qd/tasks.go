@@ -51,15 +51,19 @@ type taskJSON struct {
 	UpdatedAt       *time.Time      `json:"updated_at"`
 	FinishedAt      *time.Time      `json:"finished_at"`
 	Payload         json.RawMessage `json:"payload"`
+	// PayloadNote says why Payload is the stored text as a string (see
+	// lease.ShowPayload).
+	PayloadNote string `json:"payload_note,omitempty"`
 }
 
 func toTaskJSON(t lease.Task) taskJSON {
+	payload, note := lease.ShowPayload(t.Payload)
 	return taskJSON{
 		ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority,
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: timePtr(t.RunAfter),
 		DedupeKey: t.DedupeKey, ParentRun: t.ParentRun, LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
 		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt),
-		FinishedAt: timePtr(t.FinishedAt), Payload: t.Payload,
+		FinishedAt: timePtr(t.FinishedAt), Payload: payload, PayloadNote: note,
 	}
 }
 
@@ -210,7 +214,10 @@ func writeTaskDetail(env *Env, t lease.Task) {
 	tb.flush()
 	fmt.Fprintf(env.Stdout, "payload:\n")
 	var pretty bytes.Buffer
-	if json.Indent(&pretty, t.Payload, "  ", "  ") != nil {
+	if _, note := lease.ShowPayload(t.Payload); note != "" {
+		fmt.Fprintf(env.Stdout, "  (%s)\n", note)
+		pretty.Write(t.Payload)
+	} else if json.Indent(&pretty, t.Payload, "  ", "  ") != nil {
 		pretty.Reset()
 		pretty.Write(t.Payload)
 	}

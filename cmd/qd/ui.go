@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/daemon"
+	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/ui"
 )
@@ -25,8 +26,12 @@ live runs. Pages update themselves as the queue changes.
 
 An address beyond loopback is refused unless a token is set (--token, else
 $QD_UI_TOKEN); the token is then asked of every request, as the password of
-basic auth, a bearer token, or once as ?token=. The Host header must name
-the listen address, an IP address, localhost or an --allow-host name.
+basic auth, a bearer token, or once as ?token=. Without one, the page
+answers only this user and root, as the kernel says who made each
+connection, and holders of the local token in STATE_DIR/ui-token (made at
+the first start, mode 0600), which qd ui prints in the URL on a terminal;
+everyone else gets 403. The Host header must name the listen address, an IP
+address, localhost or an --allow-host name.
 --read-only hides and refuses the actions (enqueue, run now, cancel, retry,
 pause and resume). A daemon serves the same pages with a ui block in its
 config.`,
@@ -64,7 +69,17 @@ func setupUI(fs *flag.FlagSet) runFunc {
 		o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = *listen, *readOnly, *token, hosts
 		o.Metrics = metrics.ForQueue(prov, Version())
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "ui", Output: env.Stderr, Level: hclog.Info})
-		h, err := ui.New(o)
+		if o.Token == "" {
+			sd := env.stateDir()
+			if sd == "" { // no config to read: the state directory it would default to
+				sd = config.Default().StateDir
+			}
+			if o.LocalToken, o.TokenFile, err = ui.LocalToken(sd); err != nil {
+				fmt.Fprintf(env.Stderr, "qd ui: no local token, so only this user and root get in: %v\n", err)
+				o.LocalToken, o.TokenFile = "", ""
+			}
+		}
+		d, err := ui.New(o)
 		if err != nil {
 			return err
 		}
@@ -72,7 +87,21 @@ func setupUI(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return fmt.Errorf("ui: listen on %s: %w", *listen, err)
 		}
-		fmt.Fprintf(env.Stdout, "qd ui: serving http://%s/\n", ln.Addr())
-		return ui.Serve(ctx, ln, h)
+		fmt.Fprintf(env.Stdout, "qd ui: serving %s\n", serving(env, ln.Addr().String(), o.LocalToken, o.TokenFile))
+		return d.Serve(ctx, ln)
 	}
+}
+
+// serving is the dashboard's URL as qd ui prints it: with the local
+// token, which opens it in any browser on this host, when stdout is a
+// terminal; else (a log, say) with only the path of the token's file.
+func serving(env *Env, addr, token, file string) string {
+	u := "http://" + addr + "/"
+	switch {
+	case token == "":
+		return u
+	case isTerminal(env.Stdout):
+		return u + "?token=" + token
+	}
+	return u + " (its token is in " + file + ")"
 }

@@ -6,14 +6,24 @@
   var colors = { completed: "#2e7d32", failed: "#c62828", abandoned: "#ef6c00", cancelled: "#757575" };
 
   // follow keeps #live up to date: the server sends its new HTML whenever
-  // it changes.
+  // it changes. A stream refused outright (the dashboard holds as many as
+  // it may: 503) is not retried by the browser, so it is tried again here
+  // after a while.
   function follow() {
     var live = document.getElementById("live");
     var conn = document.getElementById("conn");
     if (!live || !live.hasAttribute("data-live") || !window.EventSource) return;
     var es = new EventSource(location.pathname + location.search);
     es.onopen = function () { conn.textContent = "live"; conn.className = "conn on"; };
-    es.onerror = function () { conn.textContent = "reconnecting"; conn.className = "conn off"; };
+    es.onerror = function () {
+      conn.className = "conn off";
+      if (es.readyState !== EventSource.CLOSED) {
+        conn.textContent = "reconnecting";
+        return;
+      }
+      conn.textContent = "not live (the dashboard is busy); retrying";
+      setTimeout(follow, 15000);
+    };
     es.onmessage = function (e) {
       var open = {};
       live.querySelectorAll("details[id], section[id] details").forEach(function (d, i) { open[i] = d.open; });

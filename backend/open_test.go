@@ -20,7 +20,7 @@ func TestOpen_Declined(t *testing.T) {
 		{"DURABLES://qd/lanes", "open queue: durables:// is not supported: Cloudflare Durable Objects was considered and declined as a backend; see docs/decisions/queue-backend.md"},
 	}
 	for _, tt := range tests {
-		p, err := backend.Open(context.Background(), tt.url)
+		p, err := backend.Open(context.Background(), tt.url, nil)
 		if p != nil || err == nil || err.Error() != tt.want {
 			t.Errorf("Open(%q) = %v, %v\nwant error %q", tt.url, p, err, tt.want)
 		}
@@ -34,33 +34,49 @@ func TestOpen_Declined(t *testing.T) {
 // string without a scheme, by listing the supported schemes; the memory
 // provider has none.
 func TestOpen_Unknown(t *testing.T) {
-	_, err := backend.Open(context.Background(), "mysql://x:pw@host/db")
+	_, err := backend.Open(context.Background(), "mysql://x:pw@host/db", nil)
 	if want := `open queue: unknown scheme "mysql" (supported: postgres://, postgresql://)`; err == nil || err.Error() != want {
 		t.Errorf("mysql:// error = %v, want %q", err, want)
 	}
-	_, err = backend.Open(context.Background(), "no scheme here")
+	_, err = backend.Open(context.Background(), "no scheme here", nil)
 	if want := `open queue: "no scheme here" is not a URL with a scheme (want postgres://, postgresql://)`; err == nil || err.Error() != want {
 		t.Errorf("error for a string without scheme = %v, want %q", err, want)
 	}
 	for _, u := range []string{"memlease://", "memory://"} {
-		if _, err := backend.Open(context.Background(), u); err == nil || !strings.Contains(err.Error(), "unknown scheme") {
+		if _, err := backend.Open(context.Background(), u, nil); err == nil || !strings.Contains(err.Error(), "unknown scheme") {
 			t.Errorf("Open(%q) = %v, want unknown scheme: the memory provider is for tests only", u, err)
 		}
 	}
 }
 
-// Ensure Open reaches package pg for both of its schemes.
+// Ensure Open reaches package pg for both of its schemes, with every
+// ability of a backend filled in, and names the queue without its
+// password.
 func TestOpen_Postgres(t *testing.T) {
 	u, schema := testkit.MustSchema(t)
 	for _, scheme := range []string{"postgres", "postgresql"} {
-		lp, err := backend.Open(context.Background(), scheme+strings.TrimPrefix(u, "postgres"))
+		b, err := backend.Open(context.Background(), scheme+strings.TrimPrefix(u, "postgres"), nil)
 		if err != nil {
 			t.Fatalf("Open %s: %v", scheme, err)
 		}
-		p, ok := lp.(*pg.Provider)
+		p, ok := b.Provider.(*pg.Provider)
 		if !ok || p.Schema() != schema {
-			t.Errorf("Open %s: got %T, want *pg.Provider on schema %s", scheme, lp, schema)
+			t.Errorf("Open %s: got %T, want *pg.Provider on schema %s", scheme, b.Provider, schema)
 		}
-		lp.Close()
+		if b.Names == nil || b.Server == nil || b.Unserved == nil || b.Txs == nil || b.Dashboard == nil || b.Schema == nil {
+			t.Errorf("Open %s: abilities missing: %+v", scheme, b)
+		}
+		if b.Schema.Schema() != schema {
+			t.Errorf("Open %s: schema ability names %q, want %q", scheme, b.Schema.Schema(), schema)
+		}
+		b.Close()
+	}
+	b, err := backend.Open(context.Background(), "postgres://qd:s3cret@127.0.0.1:1/qd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if strings.Contains(b.Where, "s3cret") || !strings.Contains(b.Where, "127.0.0.1:1/qd") {
+		t.Errorf("Where = %q, want the URL without its password", b.Where)
 	}
 }

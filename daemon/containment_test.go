@@ -61,7 +61,7 @@ func TestDaemon_LimitsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf.Agents[0].MemoryMax = 64 << 20 // as a config read elsewhere could have it
-	err = Run(context.Background(), Options{Config: conf, Queue: memlease.New(), Stderr: testWriter{t}, Version: "test"})
+	err = Run(context.Background(), Options{Config: conf, Queue: backendOf(memlease.New()), Stderr: testWriter{t}, Version: "test"})
 	if err == nil {
 		t.Fatal("daemon started with a memory_max it cannot apply")
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/metrics"
 	"github.com/qd-run/qd/notify"
-	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/scheduler"
 	"github.com/qd-run/qd/supervisor"
 )
@@ -32,10 +31,11 @@ import (
 // read.
 type Options struct {
 	Config *config.Config
-	// Queue is the backend. When nil, the daemon opens URL with pg.Open and
-	// closes it when it stops.
-	Queue lease.Provider
-	URL   string
+	// Open opens the queue (backend.Open), with the daemon's logger for
+	// the backend's own log; the daemon closes it when it stops. When nil,
+	// Queue is used as it is, and left open.
+	Open  func(logger hclog.Logger) (*lease.Backend, error)
+	Queue *lease.Backend
 	// Stderr receives the log, through a queue that never blocks.
 	Stderr io.Writer
 	// Note is logged first (where the config came from, when no file was),
@@ -54,8 +54,9 @@ type Options struct {
 type daemon struct {
 	logger   hclog.Logger
 	logOut   *logsink.Writer
-	queue    lease.Provider
-	names    nameRegistry // nil when the queue keeps no names
+	backend  *lease.Backend // the queue and its abilities, each nil where it lacks one
+	queue    lease.Provider // backend.Provider
+	names    lease.NameRegistry
 	sup      *supervisor.Supervisor
 	sched    *scheduler.Scheduler
 	service  serviceManager // sd_notify(3): READY, STOPPING, the watchdog
@@ -100,19 +101,18 @@ func Run(ctx context.Context, o Options) error {
 	for _, w := range o.Warnings {
 		logger.Warn(w)
 	}
-	queue := o.Queue
-	if queue == nil {
-		p, err := pg.Open(context.WithoutCancel(ctx), o.URL, logger)
-		if err != nil {
-			return fmt.Errorf("pg.Open: %w", err)
+	b := o.Queue
+	if o.Open != nil {
+		var err error
+		if b, err = o.Open(logger.Named("queue")); err != nil {
+			return err
 		}
-		defer p.Close()
-		queue = p
+		defer b.Close()
 	}
-	d := &daemon{logger: logger, logOut: logOut, queue: queue, conf: conf, started: time.Now(),
-		instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1),
+	queue := b.Provider
+	d := &daemon{logger: logger, logOut: logOut, backend: b, queue: queue, names: b.Names, conf: conf,
+		started: time.Now(), instance: newInstance(), version: o.Version, lanesDirty: make(chan struct{}, 1),
 		last: map[string]api.LastOutcome{}}
-	d.names, _ = queue.(nameRegistry)
 	d.newMetrics(o.Version)
 	if err := d.checkSchema(ctx); err != nil {
 		return err
@@ -160,7 +160,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	logger.Info("qd started", "supervisor", conf.Name, "instance", d.instance,
 		"config", conf.Source(), "socket", srv.Path(), "state_dir", conf.StateDir,
-		"agents", len(conf.Agents), "database", lease.Redact(o.URL))
+		"agents", len(conf.Agents), "database", b.Where)
 	d.logWarnings(conf)
 
 	var g run.Group
@@ -274,25 +274,19 @@ func newInstance() string {
 	return hex.EncodeToString(b)
 }
 
-// versioned is a queue whose schema has a version (pg).
-type versioned interface {
-	CheckSchema(ctx context.Context) error
-}
-
 // checkSchema refuses to start on a schema that needs `qd migrate`, or that
 // a newer qd migrated past what this one can run on. A database that
 // cannot be reached is not fatal: claims retry on every tick.
 func (d *daemon) checkSchema(ctx context.Context) error {
-	q, ok := d.queue.(versioned)
-	if !ok {
+	if d.backend.Schema == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := q.CheckSchema(ctx)
+	err := d.backend.Schema.CheckSchema(ctx)
 	switch {
 	case err == nil:
-	case errors.Is(err, pg.ErrNotMigrated), errors.Is(err, pg.ErrSchemaNewer):
+	case errors.Is(err, lease.ErrNotMigrated), errors.Is(err, lease.ErrSchemaNewer):
 		return fmt.Errorf("queue: %w", err)
 	default:
 		d.logger.Warn("database not reachable at start-up; will keep trying", "error", err)

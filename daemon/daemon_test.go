@@ -33,6 +33,18 @@ type testDaemon struct {
 
 // MustStart writes body (agent blocks) into a config named name, starts Run
 // on it with queue, and waits until its socket answers.
+// backendOf is p as backend.Open would hand it out: with each ability of
+// lease.Backend that p has.
+func backendOf(p lease.Provider) *lease.Backend {
+	b := &lease.Backend{Provider: p}
+	b.Names, _ = p.(lease.NameRegistry)
+	b.Server, _ = p.(lease.ServerWatch)
+	b.Unserved, _ = p.(lease.UnservedCounter)
+	b.Txs, _ = p.(lease.TxCounter)
+	b.Schema, _ = p.(lease.SchemaManager)
+	return b
+}
+
 func MustStart(t *testing.T, queue lease.Provider, name, dir, body string) *testDaemon {
 	t.Helper()
 	if dir == "" {
@@ -50,7 +62,7 @@ func MustStart(t *testing.T, queue lease.Provider, name, dir, body string) *test
 		t.Fatal(err)
 	}
 	go func() {
-		td.done <- Run(context.Background(), Options{Config: conf, Queue: queue, Stderr: testWriter{t},
+		td.done <- Run(context.Background(), Options{Config: conf, Queue: backendOf(queue), Stderr: testWriter{t},
 			Version: "test", Signals: td.sigs})
 	}()
 	t.Cleanup(td.stop)
@@ -323,7 +335,7 @@ func TestDaemon_RestartAbandonsEarlier(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf.Socket = filepath.Join(dir, "other.sock")
-	err = Run(ctx, Options{Config: conf, Queue: q, Stderr: testWriter{t}, Signals: make(chan os.Signal)})
+	err = Run(ctx, Options{Config: conf, Queue: backendOf(q), Stderr: testWriter{t}, Signals: make(chan os.Signal)})
 	if err == nil || !strings.Contains(err.Error(), "is in use by another qd daemon") {
 		t.Errorf("second daemon on the same state directory: got %v, want refused", err)
 	}

@@ -34,7 +34,8 @@
 //
 // Nothing on the lease path waits on the log: the log goes through
 // internal/logsink. The logger (logger.go) writes durations as text
-// ("30s"), in JSON as in text. The package may import the backends (pg for its schema
-// check and name registry, used only when the queue has them), and must not
-// import cmd/qd.
+// ("30s"), in JSON as in text. The daemon runs over the *lease.Backend it
+// is given (Options.Open opens it with the daemon's logger) and uses each
+// ability of it by its field, doing without one that is nil; it imports
+// no backend, and only cmd/qd imports it.
 package daemon

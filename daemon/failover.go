@@ -7,14 +7,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// serverWatcher is a queue that tells when the database server behind it
-// changed, and why (pg: a new connection found another cluster, database
-// or timeline, or a write-ahead log behind what it saw). A restart of the
-// same server is no change.
-type serverWatcher interface {
-	ServerChange() (at time.Time, why string)
-}
-
 // claimHold is how long after the database server changed the daemon
 // claims nothing, and gives back unstarted what a claim in flight brought:
 // a server that took over may have lost the latest runs (an asynchronous
@@ -35,11 +27,10 @@ func (d *daemon) claimHold() time.Duration {
 // holding reports whether claims wait after a change of server, and logs
 // when a hold begins and ends.
 func (d *daemon) holding() bool {
-	w, ok := d.queue.(serverWatcher)
-	if !ok {
+	if d.backend.Server == nil {
 		return false
 	}
-	at, why := w.ServerChange()
+	at, why := d.backend.Server.ServerChange()
 	until := at.Add(d.claimHold())
 	held := !at.IsZero() && time.Now().Before(until)
 	d.hold.note(at, until, held, why, d.logger)

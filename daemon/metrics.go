@@ -13,8 +13,8 @@ import (
 // children it runs by agent are read at each scrape.
 func (d *daemon) newMetrics(version string) {
 	o := metrics.Options{Version: version, Queue: d.queue, Children: d.children}
-	if q, ok := d.queue.(interface{ Transactions() int64 }); ok {
-		o.Transactions = q.Transactions
+	if t := d.backend.Txs; t != nil {
+		o.Transactions = t.Transactions
 	}
 	d.metrics = metrics.New(o)
 	d.exposition = d.metrics.Handler()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/internal/config"
-	"github.com/qd-run/qd/pg"
+	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/supervisor"
 )
 
@@ -19,13 +19,6 @@ const (
 	nameEvery = 15 * time.Second
 	nameStale = time.Minute
 )
-
-// nameRegistry is a queue that records which daemon holds each name (pg).
-type nameRegistry interface {
-	ClaimName(ctx context.Context, d pg.Daemon, takeOver string, stale time.Duration) (pg.Daemon, bool, error)
-	TouchName(ctx context.Context, name, instance string, agents []string) (bool, error)
-	ReleaseName(ctx context.Context, name, instance string) error
-}
 
 // firstClaimName claims the daemon's name at start. It fails only when
 // another living daemon holds it; when the database cannot be reached the
@@ -47,7 +40,7 @@ func (d *daemon) firstClaimName(ctx context.Context) (named bool, err error) {
 
 // errNameInUse: another living daemon holds this daemon's name.
 type errNameInUse struct {
-	holder pg.Daemon
+	holder lease.DaemonRecord
 	config string
 }
 
@@ -59,11 +52,11 @@ func (e *errNameInUse) Error() string {
 }
 
 // me is this daemon's row in the daemons table.
-func (d *daemon) me() pg.Daemon {
+func (d *daemon) me() lease.DaemonRecord {
 	conf := d.config()
 	host, _ := os.Hostname()
 	boot, start := supervisor.Identity()
-	return pg.Daemon{Name: conf.Name, Instance: d.instance, Host: host, PID: os.Getpid(), BootID: boot,
+	return lease.DaemonRecord{Name: conf.Name, Instance: d.instance, Host: host, PID: os.Getpid(), BootID: boot,
 		ProcStart: start, StateDir: conf.StateDir, Socket: conf.Socket, Version: d.version, Agents: agentNames(conf)}
 }
 
@@ -89,7 +82,7 @@ func (d *daemon) claimName(ctx context.Context) error {
 }
 
 // gone reports whether the daemon that holds the name is proved gone.
-func (d *daemon) gone(h pg.Daemon, host string) bool {
+func (d *daemon) gone(h lease.DaemonRecord, host string) bool {
 	if slices.ContainsFunc(d.inc.earlier, func(e earlier) bool { return e.instance == h.Instance }) {
 		return true
 	}

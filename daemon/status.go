@@ -8,17 +8,10 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/api"
-	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/supervisor"
 )
 
 var _ api.Daemon = (*daemon)(nil)
-
-// unservedCounter is a queue that knows which agents the living daemons run
-// (pg, through its daemons table).
-type unservedCounter interface {
-	UnservedAgents(ctx context.Context, stale time.Duration) ([]pg.Unserved, error)
-}
 
 // Status builds what GET /v1/status serves. It reads the supervisor's
 // copied state and asks the database for lane depths with a short timeout,
@@ -75,7 +68,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		}
 		s.Periodics = append(s.Periodics, ps)
 	}
-	if q, ok := d.queue.(unservedCounter); ok {
+	if q := d.backend.Unserved; q != nil {
 		if us, err := q.UnservedAgents(ctx, nameStale); err == nil {
 			for _, u := range us {
 				s.Unserved = append(s.Unserved, api.UnservedAgent{Agent: u.Agent, Queued: u.Queued})
@@ -85,7 +78,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	lanes, err := d.queue.Lanes(ctx)
 	d.setDBError(err)
 	s.Database.Reachable = err == nil
-	if w, ok := d.queue.(serverWatcher); ok {
+	if w := d.backend.Server; w != nil {
 		if at, why := w.ServerChange(); !at.IsZero() {
 			s.Database.ServerChangedAt, s.Database.ServerChange, s.Database.ClaimsHeldUntil = at, why, at.Add(d.claimHold())
 		}

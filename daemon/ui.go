@@ -8,38 +8,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/internal/config"
-	"github.com/qd-run/qd/lease"
-	"github.com/qd-run/qd/pg"
 	"github.com/qd-run/qd/supervisor"
 	"github.com/qd-run/qd/ui"
 )
-
-// DashboardOptions are the options of the dashboard over queue, which must
-// be the PostgreSQL provider: the dashboard's bounded reads are its own.
-// `qd ui` and a daemon with a ui block both start from them.
-func DashboardOptions(queue lease.Provider) (ui.Options, error) {
-	p, ok := queue.(*pg.Provider)
-	if !ok {
-		return ui.Options{}, fmt.Errorf("the dashboard needs a PostgreSQL queue, not %T", queue)
-	}
-	return ui.Options{
-		Store:   p.Dashboard(),
-		Daemons: func(ctx context.Context) ([]ui.Daemon, error) { return dashboardDaemons(ctx, p) },
-		LogPath: supervisor.LogPath,
-	}, nil
-}
-
-func dashboardDaemons(ctx context.Context, p *pg.Provider) ([]ui.Daemon, error) {
-	ds, err := p.Daemons(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ui.Daemon, len(ds))
-	for i, d := range ds {
-		out[i] = ui.Daemon{Name: d.Name, Host: d.Host, Socket: d.Socket, StateDir: d.StateDir, Agents: d.Agents, SeenAgo: d.SeenAgo}
-	}
-	return out, nil
-}
 
 // dashboard opens the listener of the config's ui block and returns the
 // function that serves it until ctx ends; nil when there is no ui block.
@@ -48,10 +19,11 @@ func (d *daemon) dashboard(conf *config.Config) (func(ctx context.Context) error
 	if u == nil {
 		return nil, nil
 	}
-	o, err := DashboardOptions(d.queue)
+	o, err := ui.OptionsFor(d.backend)
 	if err != nil {
-		return nil, fmt.Errorf("ui: %w", err)
+		return nil, fmt.Errorf("%s: %w", u.Pos(), err)
 	}
+	o.LogPath = supervisor.LogPath
 	o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = u.Listen, u.ReadOnly, u.Token, u.AllowedHosts
 	o.Logger = d.logger.Named("ui")
 	o.Metrics = d.Metrics()

@@ -10,10 +10,13 @@ import (
 // module is the import path prefix of qd's packages.
 const module = "github.com/qd-run/qd/"
 
-// Ensure the import rules of docs/architecture.md hold: the domain imports
-// no backend, supervisor and scheduler see only the lease interface, the
-// socket API and the private cluster import nothing of qd, nothing imports
-// a command, and the qd binary does not link the benchmark.
+// Ensure the import rules of docs/architecture.md hold for every package
+// of the module (tests aside): the domain imports no backend; only backend
+// (and the bench) imports pg; supervisor and scheduler see only the lease
+// interface; the config imports neither the supervisor nor the socket
+// API; only the commands import daemon; the socket API and the private
+// cluster import nothing of qd but the domain; nothing imports a command,
+// and the qd binary does not link the benchmark.
 func TestLayout_Imports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../...").Output()
 	if err != nil {
@@ -33,19 +36,35 @@ func TestLayout_Imports(t *testing.T) {
 		}
 	}
 	allowed := map[string][]string{
-		"lease":            {},
-		"lease/memlease":   {"lease"},
-		"lease/leasetest":  {"lease"},
-		"pg":               {"lease"},
-		"api":              {},
-		"internal/logsink": {},
-		"internal/localpg": {},
-		"notify":           {"lease"},
-		"metrics":          {"lease"},
-		"supervisor":       {"lease"},
-		"scheduler":        {"lease"},
-		"backend":          {"lease", "pg"},
-		"ui":               {"lease", "api"},
+		"lease":              {},
+		"lease/memlease":     {"lease"},
+		"lease/leasetest":    {"lease"},
+		"pg":                 {"lease"},
+		"backend":            {"lease", "pg"},
+		"api":                {"lease"},
+		"internal/config":    {"lease"},
+		"internal/logsink":   {},
+		"internal/localpg":   {},
+		"internal/testkit":   {"api", "lease"},
+		"notify":             {"lease"},
+		"metrics":            {"lease"},
+		"supervisor":         {"lease"},
+		"scheduler":          {"lease"},
+		"ui":                 {"lease", "api"},
+		"daemon":             {"api", "internal/config", "internal/logsink", "lease", "metrics", "notify", "scheduler", "supervisor", "ui"},
+		"cmd/qd":             {"api", "backend", "daemon", "internal/config", "internal/localpg", "lease", "metrics", "supervisor", "ui"},
+		"cmd/qdbench":        {"bench"},
+		"bench":              {"api", "lease", "pg"},
+		"model":              {},
+		"scripts/testreport": {"internal/testkit", "lease"},
+		"e2e":                {},
+		"faults":             {},
+		"faults/fakeagent":   {},
+	}
+	for pkg := range imports {
+		if _, ok := allowed[pkg]; !ok {
+			t.Errorf("package %s is not in the table of what each package may import: add it, and to docs/architecture.md", pkg)
+		}
 	}
 	for pkg, may := range allowed {
 		got, ok := imports[pkg]
@@ -55,6 +74,14 @@ func TestLayout_Imports(t *testing.T) {
 		for _, imp := range got {
 			if !slices.Contains(may, imp) {
 				t.Errorf("%s imports %s; docs/architecture.md allows only %v", pkg, imp, may)
+			}
+			switch {
+			case imp == "pg" && pkg != "backend" && pkg != "bench":
+				t.Errorf("%s imports pg: only backend opens it (and the bench measures it)", pkg)
+			case imp == "daemon" && !strings.HasPrefix(pkg, "cmd/"):
+				t.Errorf("%s imports daemon: only the commands may", pkg)
+			case pkg == "internal/config" && (imp == "supervisor" || imp == "api"):
+				t.Errorf("internal/config imports %s: the config asks the host nothing (config.Host is passed in)", imp)
 			}
 		}
 	}

@@ -6,21 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/qd-run/qd/lease"
 )
 
 // Daemon is one row of the daemons table: the daemon that holds a name.
-type Daemon struct {
-	Name, Instance, Host string
-	PID                  int
-	BootID               string
-	ProcStart            uint64 // the process's start time, platform units
-	StateDir, Socket     string
-	Version              string
-	Agents               []string // the agents it runs
-	StartedAt, SeenAt    time.Time
-	// SeenAgo is how long ago SeenAt was, by the database clock.
-	SeenAgo time.Duration
-}
+type Daemon = lease.DaemonRecord
 
 const daemonColumns = `name, instance, host, pid, boot_id, proc_start, state_dir, socket, version,
 	started_at, seen_at, clock_timestamp() - seen_at, agents`
@@ -113,10 +103,7 @@ func nonNil(xs []string) []string {
 
 // Unserved is a count of queued tasks of an agent that no living daemon
 // runs.
-type Unserved struct {
-	Agent  string
-	Queued int
-}
+type Unserved = lease.UnservedAgent
 
 // UnservedAgents counts the queued tasks whose agent no daemon seen within
 // stale runs: they wait for a daemon that may never come.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/qd-run/qd/lease"
 )
 
 //go:embed migrations/*.sql
@@ -104,7 +105,7 @@ func (p *Provider) SchemaVersion(ctx context.Context) (int, error) {
 // ErrSchemaNewer is returned by every method, and by Migrate, when a newer
 // qd migrated the schema past what this build can run on: versions this
 // build does not know have a floor above its own version.
-var ErrSchemaNewer = errors.New("the queue schema is newer than this qd: upgrade qd (docs/database.md, \"Upgrading\")")
+var ErrSchemaNewer = lease.ErrSchemaNewer
 
 // checkNewer is the check of a schema at version v, past this build's: it
 // returns an error matching ErrSchemaNewer, naming both versions, unless

@@ -45,7 +45,7 @@ const MigrateLockSpace int32 = 0x71646d67
 
 // ErrNotMigrated is returned by every method while the schema is missing
 // or older than this build.
-var ErrNotMigrated = errors.New("queue schema is missing or out of date: run `qd migrate`")
+var ErrNotMigrated = lease.ErrNotMigrated
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 

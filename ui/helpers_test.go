@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/testkit"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/pg"
@@ -66,7 +65,7 @@ func MustDashboard(tb testing.TB, p *pg.Provider, o ui.Options) (*ui.Dashboard, 
 	o.Listen = ln.Addr().String()
 	if o.Daemons == nil {
 		// The daemons as qd ui and a daemon's ui block list them.
-		d, err := daemon.DashboardOptions(p)
+		d, err := ui.OptionsFor(&lease.Backend{Provider: p, Names: p, Dashboard: p.Dashboard()})
 		if err != nil {
 			tb.Fatal(err)
 		}

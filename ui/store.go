@@ -2,32 +2,15 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/qd-run/qd/lease"
 )
 
-// Store is what the dashboard reads and changes in the queue: a part of
-// lease.Provider and the dashboard's own bounded reads (pg/dashboard.go).
-type Store interface {
-	Enqueue(ctx context.Context, p lease.EnqueueParams) (int64, bool, error)
-	Cancel(ctx context.Context, taskID int64) (lease.TaskState, error)
-	Retry(ctx context.Context, taskID int64) error
-	SetLane(ctx context.Context, u lease.LaneUpdate) (lease.Lane, error)
-	Lanes(ctx context.Context) ([]lease.Lane, error)
-	Task(ctx context.Context, id int64) (lease.Task, error)
-	Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, error)
-
-	FindTasks(ctx context.Context, q lease.TaskQuery) ([]lease.Task, error)
-	CountTasks(ctx context.Context, q lease.TaskQuery, states ...lease.TaskState) (lease.Count, error)
-	BulkRetry(ctx context.Context, q lease.TaskQuery) (int64, error)
-	BulkCancel(ctx context.Context, q lease.TaskQuery) (int64, error)
-	LiveRuns(ctx context.Context) ([]lease.Run, error)
-	RunsBetween(ctx context.Context, from, to time.Time, limit int) ([]lease.Run, lease.Count, error)
-	Throughput(ctx context.Context, from, to time.Time, every time.Duration) ([]lease.Bucket, error)
-	LastOutcomes(ctx context.Context, agents []string) ([]lease.Run, error)
-	PeriodicRecords(ctx context.Context) ([]lease.PeriodicRecord, error)
-}
+// Store is what the dashboard reads and changes in the queue: a backend's
+// lease.DashboardStore (pg's, pg/dashboard.go, on connections of its own).
+type Store = lease.DashboardStore
 
 // Daemon is a daemon that shares the queue, as its row in the queue's
 // daemons table says.
@@ -39,4 +22,29 @@ type Daemon struct {
 	Agents   []string
 	// SeenAgo is how long ago it last renewed its row.
 	SeenAgo time.Duration
+}
+
+// OptionsFor are the options of a dashboard over b: its store, and the
+// daemons sharing the queue as its name registry lists them (none when b
+// keeps no names). The caller sets the rest (Listen, LogPath, Token, ...).
+// A backend without a dashboard store is refused.
+func OptionsFor(b *lease.Backend) (Options, error) {
+	if b.Dashboard == nil {
+		return Options{}, fmt.Errorf("ui: the queue at %s keeps no history for a dashboard to read; the dashboard needs a PostgreSQL queue", b.Where)
+	}
+	o := Options{Store: b.Dashboard}
+	if names := b.Names; names != nil {
+		o.Daemons = func(ctx context.Context) ([]Daemon, error) {
+			ds, err := names.Daemons(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Daemon, len(ds))
+			for i, d := range ds {
+				out[i] = Daemon{Name: d.Name, Host: d.Host, Socket: d.Socket, StateDir: d.StateDir, Agents: d.Agents, SeenAgo: d.SeenAgo}
+			}
+			return out, nil
+		}
+	}
+	return o, nil
 }

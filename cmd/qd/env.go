@@ -23,8 +23,8 @@ type Env struct {
 	ConfigPath  string // --config
 	JSON        bool   // --json
 
-	provider lease.Provider
-	conf     *config.Config
+	queue *lease.Backend
+	conf  *config.Config
 	// notes, when not nil, collects what the private cluster has to say
 	// instead of stderr: the daemon logs it.
 	notes *[]string
@@ -34,21 +34,31 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) strin
 	return &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: getenv}
 }
 
-// Provider opens the queue on first use and returns it.
-func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
-	if e.provider != nil {
-		return e.provider, nil
+// Backend opens the queue on first use and returns it, with its
+// backend's abilities.
+func (e *Env) Backend(ctx context.Context) (*lease.Backend, error) {
+	if e.queue != nil {
+		return e.queue, nil
 	}
 	url, err := e.URL(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p, err := backend.Open(ctx, url)
+	b, err := backend.Open(ctx, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	e.provider = p
-	return p, nil
+	e.queue = b
+	return b, nil
+}
+
+// Provider is Backend's provider, for the commands that need nothing more.
+func (e *Env) Provider(ctx context.Context) (lease.Provider, error) {
+	b, err := e.Backend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.Provider, nil
 }
 
 // idAndProvider parses the one task or run id in args, as oneID does, and
@@ -64,9 +74,9 @@ func (e *Env) idAndProvider(ctx context.Context, what string, args []string) (in
 
 // Close releases the provider, if one was opened.
 func (e *Env) Close() {
-	if e.provider != nil {
-		e.provider.Close()
-		e.provider = nil
+	if e.queue != nil {
+		e.queue.Close()
+		e.queue = nil
 	}
 }
 

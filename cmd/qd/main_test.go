@@ -201,6 +201,43 @@ func TestMain_ReachesBackend(t *testing.T) {
 	}
 }
 
+// Ensure every command that opens the queue refuses a declined backend's
+// URL with the same words, the backend's own.
+func TestMain_SameRefusalEverywhere(t *testing.T) {
+	const want = "qd: open queue: redis:// is not supported: Redis Streams was considered and declined as a backend; see docs/decisions/queue-backend.md\n"
+	args := map[string][]string{
+		"claim": nil, "cancel": {"1"}, "retry": {"1"}, "enqueue": {"--agent", "a"}, "lane set": {"l"},
+		"lane list": nil, "logs": {"1"}, "migrate": nil, "prune": {"--older-than", "1d"}, "run": nil,
+		"runs":    nil, // run-now asks for its daemon's socket first "heartbeat": {"1"}, "complete": {"1"}, "fail": {"1"},
+		"abandon": {"1"}, "tasks": nil, "show": {"1"}, "ui": nil,
+	}
+	for _, c := range commands {
+		a, ok := args[c.name]
+		if !ok {
+			continue
+		}
+		delete(args, c.name)
+		var out, errb bytes.Buffer
+		cmd := append(strings.Fields(c.name), append(a, "--db", "redis://x", "--config", "/nonexistent/qd.hcl")...)
+		if c.name == "run" {
+			cmd = []string{"run", "--db", "redis://x"}
+		}
+		code := Main(context.Background(), cmd, strings.NewReader(""), &out, &errb)
+		if got := lastLine(errb.String()); code != ExitFailure || got != want {
+			t.Errorf("qd %s: exit %d, last line %q; want exit 1 and %q", strings.Join(cmd, " "), code, got, want)
+		}
+	}
+	for name := range args {
+		t.Errorf("no command %q to try", name)
+	}
+}
+
+// lastLine is the last line of s, with its newline.
+func lastLine(s string) string {
+	lines := strings.SplitAfter(strings.TrimSuffix(s, "\n"), "\n")
+	return lines[len(lines)-1] + "\n"
+}
+
 // Ensure every command's --help exits 0 and lists each flag with a default.
 func TestMain_Help(t *testing.T) {
 	for _, c := range commands {

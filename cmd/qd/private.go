@@ -59,13 +59,13 @@ func (e *Env) note(msg string) {
 
 // migrateSchema applies the queue's schema to a new private cluster.
 func migrateSchema(ctx context.Context, url string) error {
-	p, err := backend.Open(ctx, url)
+	b, err := backend.Open(ctx, url, nil)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
-	if m, ok := p.(migrator); ok {
-		return m.Migrate(ctx)
+	defer b.Close()
+	if b.Schema == nil {
+		return nil
 	}
-	return nil
+	return b.Schema.Migrate(ctx)
 }

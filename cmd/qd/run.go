@@ -8,8 +8,11 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/qd-run/qd/backend"
 	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/supervisor"
 )
 
@@ -67,7 +70,10 @@ wakes, a periodic for an agent this file does not define.`,
 			if err != nil {
 				return err
 			}
-			return daemon.Run(ctx, daemon.Options{Config: conf, URL: url, Stderr: env.Stderr,
+			open := func(logger hclog.Logger) (*lease.Backend, error) {
+				return backend.Open(context.WithoutCancel(ctx), url, logger)
+			}
+			return daemon.Run(ctx, daemon.Options{Config: conf, Open: open, Stderr: env.Stderr,
 				Note: note, Notes: notes, Warnings: databaseWarnings(env.Getenv, configured),
 				Version: Version(), Signals: daemonSignals})
 		}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/metrics"
+	"github.com/qd-run/qd/supervisor"
 	"github.com/qd-run/qd/ui"
 )
 
@@ -58,16 +58,17 @@ func setupUI(fs *flag.FlagSet) runFunc {
 			}
 			return usageErrorf("ui: --listen: %v", err)
 		}
-		prov, err := env.Provider(ctx)
+		b, err := env.Backend(ctx)
 		if err != nil {
 			return err
 		}
-		o, err := daemon.DashboardOptions(prov)
+		o, err := ui.OptionsFor(b)
 		if err != nil {
 			return err
 		}
 		o.Listen, o.ReadOnly, o.Token, o.AllowedHosts = *listen, *readOnly, *token, hosts
-		o.Metrics = metrics.ForQueue(prov, Version())
+		o.LogPath = supervisor.LogPath
+		o.Metrics = metrics.ForQueue(b.Provider, Version())
 		o.Logger = hclog.New(&hclog.LoggerOptions{Name: "ui", Output: env.Stderr, Level: hclog.Info})
 		if o.Token == "" {
 			sd := env.stateDir()

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/qd-run/qd/pg"
+	"github.com/qd-run/qd/backend"
 )
 
 var versionCommand = &command{
@@ -22,7 +22,7 @@ qd --version and qd -V print the same.`,
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s, schema %d)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, pg.LatestVersion())
+			fmt.Fprintf(env.Stdout, "qd %s (%s, %s/%s, schema %d)\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, backend.SchemaVersion())
 			return nil
 		}
 	},

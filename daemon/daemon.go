@@ -146,7 +146,7 @@ func Run(ctx context.Context, o Options) error {
 		Env: supervisor.InheritedEnv(os.Environ()), Daemon: conf.Name, Plan: d.notifyPlan})
 	d.sched = scheduler.New(scheduler.Config{
 		Queue: queue, Runner: runner{d}, Logger: logger.Named("scheduler"),
-		Owner: conf.Name, Instance: d.instance, OnClaim: d.metrics.Claimed, Now: wallClock(),
+		Owner: conf.Name, Instance: d.instance, OnClaim: d.claimed, Now: wallClock(),
 	})
 	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
 	srv, err := api.Listen(conf.Socket, d, logger.Named("status"))
@@ -308,6 +308,9 @@ func (d *daemon) dbError() string {
 }
 
 func (d *daemon) setDBError(err error) {
+	if err == nil {
+		d.answered()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err == nil {
@@ -315,6 +318,23 @@ func (d *daemon) setDBError(err error) {
 		return
 	}
 	d.dbErr = err.Error()
+}
+
+// answered is told that a call to the database succeeded, which ends an
+// outage in the log.
+func (d *daemon) answered() {
+	if o := outageOf(d.logger); o != nil {
+		o.reachable()
+	}
+}
+
+// claimed is the scheduler's OnClaim: counted, and a claim that reached
+// the database ends an outage.
+func (d *daemon) claimed(agent string, n int, took time.Duration, err error) {
+	d.metrics.Claimed(agent, n, took, err)
+	if err == nil {
+		d.answered()
+	}
 }
 
 // watchdog is called by the supervisor's heartbeat loop on every pass: a

@@ -39,7 +39,12 @@ func (d *daemon) loopPass() {
 	d.watchdog()
 }
 
-func (d *daemon) heartbeat(_ int, took time.Duration, err error) { d.metrics.Heartbeat(took, err) }
+func (d *daemon) heartbeat(_ int, took time.Duration, err error) {
+	d.metrics.Heartbeat(took, err)
+	if err == nil {
+		d.answered()
+	}
+}
 
 // runStarted counts a run handed to the supervisor and how long its task
 // waited: from its run_after to the run's start (the lease's expiry less

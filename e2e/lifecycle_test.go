@@ -147,7 +147,7 @@ agent "keeper" {
   command  = [%q]
   schedule = "@every 1s"
   parallel = %d
-}`, testkit.MustScript(t, dir, "keeper.sh", fmt.Sprintf("echo $$ > %s\nsleep 3\necho kept\n", keeperPID)), parallel)
+}`, testkit.MustScript(t, dir, "keeper.sh", fmt.Sprintf("echo $$ > %s\nsleep 8\necho kept\n", keeperPID)), parallel)
 	}
 	d := testkit.StartDaemon(t, qd, db, "reload", agentBlock("first")+keeper(1), testkit.DaemonOptions{})
 	kept := enqueue(t, qd, db, "h0", "keeper")

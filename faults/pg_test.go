@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +167,37 @@ func TestPG_OutageEndsBeforeDeadline(t *testing.T) {
 	if runs != 1 {
 		t.Errorf("%d runs: the agent was killed although the database came back before its deadline", runs)
 	}
+}
+
+// Ensure a database out of reach is said once in the daemon's log, not at
+// every failed claim, heartbeat, settlement and renewal, and that its
+// return is said too: three agents ticking every second and a child whose
+// heartbeats fail make dozens of failed calls in the 12 s here.
+func TestPG_OutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	px := newProxy(t, "127.0.0.1:5432")
+	id := r.enqueue("quiet", "w", `{"mode":"sleep","ms":8000}`, 3)
+	body := r.agentHCL(agentConf{name: "w", lease: "6s", heartbeat: "1s"}) +
+		r.agentHCL(agentConf{name: "x"}) + r.agentHCL(agentConf{name: "y"})
+	d := r.daemon("quiet", body, testkit.DaemonOptions{}, r.viaURL(px.Addr()))
+	r.waitEvent("start", id, 20*time.Second)
+	before := len(strings.Split(d.Log(), "\n"))
+	px.Refuse()
+	fig.fault("pg-outage", 1)
+	time.Sleep(12 * time.Second)
+	px.Restore()
+	d.WaitLog(t, "the database answers again", 20*time.Second)
+	lines := strings.Split(d.Log(), "\n")[before-1:]
+	var said []string
+	for _, l := range lines {
+		warned := strings.Contains(l, "[WARN]") || strings.Contains(l, "[ERROR]")
+		if warned && (strings.Contains(l, "database unreachable") || strings.Contains(l, "connection refused")) {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 {
+		t.Errorf("the outage was said %d times in the log, want once (then once every 30 s):\n%s", len(said), strings.Join(said, "\n"))
+	}
+	r.verify(expect{})
 }

@@ -28,6 +28,10 @@ var (
 	// ErrInvalid: the request itself is malformed (bad lane name, payload
 	// that is not JSON or too large, non-positive lease).
 	ErrInvalid = errors.New("invalid request")
+	// ErrUnreachable: the backend could not be reached (refused, cut,
+	// timed out, shutting down); the call may succeed once it answers
+	// again.
+	ErrUnreachable = errors.New("database unreachable")
 )
 
 // TaskState is the state of a task.

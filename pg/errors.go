@@ -3,6 +3,10 @@ package pg
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,6 +19,9 @@ import (
 func mapErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", lease.ErrUnreachable, err)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return lease.ErrNotFound
@@ -36,4 +43,25 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", lease.ErrNotFound, pgErr.Message)
 	}
 	return err
+}
+
+// unreachable reports whether err says that the server could not be
+// reached: a connection refused or cut, a network timeout, a server that
+// is shutting down, starting up or gone (SQLSTATE classes 08 and 57P).
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, lease.ErrUnreachable):
+		return false // said already
+	case errors.As(err, &pgErr):
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	case errors.As(err, &ce), errors.As(err, &ne):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return true
+	}
+	return false
 }

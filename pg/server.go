@@ -65,6 +65,12 @@ func changeOf(prev, next serverID, seen uint64) string {
 // reached, and when it changed. A restart of the same server is noted in
 // the log and changes nothing.
 func (p *Provider) afterConnect(ctx context.Context, conn *pgx.Conn) error {
+	// What was seen before this query is sent is behind what it reads, on
+	// the same server: a position other connections read meanwhile may not
+	// be, and is left out of the comparison.
+	p.serverMu.Lock()
+	seen := p.seenLSN
+	p.serverMu.Unlock()
 	var id serverID
 	var lsn string
 	err := conn.QueryRow(ctx, serverIdentity).Scan(&id.system, &id.timeline, &id.database, &lsn, &id.started)
@@ -82,7 +88,7 @@ func (p *Provider) afterConnect(ctx context.Context, conn *pgx.Conn) error {
 		p.seenLSN = max(p.seenLSN, id.lsn)
 		return nil
 	}
-	if why := changeOf(*prev, id, p.seenLSN); why != "" {
+	if why := changeOf(*prev, id, seen); why != "" {
 		p.serverChanged, p.changeWhy = time.Now(), why
 		p.logger.Warn("the database server changed under qd: runs it does not know are lost", "why", why)
 	} else if id.started != prev.started {

@@ -50,6 +50,7 @@ type child struct {
 	pid        int
 	reason     stopReason // why it is being stopped; see replaces
 	reasonText string
+	lastWords  string        // with a timeout or a stall: its output's last line as it was stopped
 	stop       stopState     // how far its group has been signalled; see next
 	grace      time.Duration // of the last SIGTERM asked for
 	killTimer  *time.Timer   // armed with SIGTERM, stopped with SIGKILL
@@ -71,6 +72,11 @@ type beatState struct {
 func (c *child) terminate(reason stopReason, text string, grace time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if reason.replaces(c.reason) && (reason == stopTimeout || reason == stopStall) {
+		// What the agent said last before it was stopped, not what it
+		// says in answer to the SIGTERM.
+		c.lastWords = c.out.why()
+	}
 	c.setReason(reason, text)
 	c.grace = grace
 	c.stepLocked(askTerm)

@@ -226,6 +226,16 @@ func (o *output) tail() string {
 	return clean(b)
 }
 
+// why is the line that best says why a run went wrong so far: the last
+// non-empty line of stderr, else of stdout.
+func (o *output) why() string {
+	outLine, errLine := o.lastLines()
+	if errLine != "" {
+		return errLine
+	}
+	return outLine
+}
+
 // lastLines returns the last non-empty line of stdout and of stderr,
 // counting unfinished ones.
 func (o *output) lastLines() (stdout, stderr string) {

@@ -103,10 +103,15 @@ func (s *Supervisor) newChild(l *lease.Lease, spec Spec) *child {
 		exited:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	// The first heartbeat comes soon, whatever the interval: it records
+	// the child's pid on the run, which qd runs and psql show from then on.
 	c.hb = beatState{sentAt: sent, ackAt: sent, expires: l.LeaseExpiresAt,
-		deadline: sent + int64(spec.Lease-spec.margin()), next: sent + int64(spec.Heartbeat)}
+		deadline: sent + int64(spec.Lease-spec.margin()), next: sent + int64(min(firstBeat, spec.Heartbeat))}
 	return c
 }
+
+// firstBeat bounds the wait for a run's first heartbeat.
+const firstBeat = time.Second
 
 // textBusyTries bounds the starts of a program that is busy being written.
 const textBusyTries = 5

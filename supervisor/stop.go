@@ -158,14 +158,11 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	code, sig, other := exitOf(werr)
 	st = lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
 	c.mu.Lock()
-	reason, text := c.reason, c.reasonText
+	reason, text, lastWords := c.reason, c.reasonText, c.lastWords
 	c.mu.Unlock()
-	outLine, errLine := c.out.lastLines()
+	outLine, _ := c.out.lastLines()
 	// Why a run went wrong is usually on stderr; what a run did, on stdout.
-	why := errLine
-	if why == "" {
-		why = outLine
-	}
+	why := c.out.why()
 	switch {
 	case reason == stopLeaseLost:
 		st.Outcome, st.Summary = lease.RunAbandoned, text
@@ -203,7 +200,9 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	switch {
 	case why == "" || st.Outcome == lease.RunCompleted:
 	case reason == stopTimeout || reason == stopStall:
-		st.Summary += "; last output: " + why
+		if lastWords != "" {
+			st.Summary += "; last output: " + lastWords
+		}
 	case reason == stopNone: // failed, or killed by a signal qd did not send
 		st.Summary += ": " + why
 	}

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -290,6 +291,44 @@ func TestSupervisor_Timeout(t *testing.T) {
 		r := h.waitRun(l.RunID)
 		if r.State != lease.RunAbandoned || r.Summary != "stalled: no output for 1s; last output: hello" {
 			t.Fatalf("run = %s %q, want abandoned, stalled, with its last output", r.State, r.Summary)
+		}
+	})
+
+	t.Run("PIDRecordedSoon", func(t *testing.T) {
+		// Ensure a run's pid is in the queue within about a second of its
+		// start, not only after its first heartbeat interval.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("sleep 30", "{}", Spec{Lease: time.Minute, Heartbeat: 20 * time.Second})
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			r, err := h.mem.Run(context.Background(), l.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.PID > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d has no pid 3 s after its start (heartbeat every 20 s)", l.RunID)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+
+	t.Run("StallQuotesWhatCameBefore", func(t *testing.T) {
+		// Ensure the stall's summary quotes the last line the agent wrote
+		// before it was stopped, not what it says in answer to SIGTERM.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		l := h.start("trap 'echo caught TERM, leaving >&2; exit 1' TERM; echo on step 3; sleep 300 & wait", "{}",
+			Spec{StallTimeout: time.Second, KillGrace: 2 * time.Second})
+		r := h.waitRun(l.RunID)
+		if r.State != lease.RunAbandoned || r.Summary != "stalled: no output for 1s; last output: on step 3" {
+			t.Fatalf("run = %s %q, want abandoned, stalled, quoting the line before the stop", r.State, r.Summary)
+		}
+		if !strings.Contains(r.OutputTail, "caught TERM") {
+			t.Errorf("output tail %q lacks the agent's answer to SIGTERM, which it still keeps", r.OutputTail)
 		}
 	})
 

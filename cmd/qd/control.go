@@ -13,12 +13,15 @@ import (
 
 var cancelCommand = &command{
 	name:    "cancel",
-	summary: "cancel a task: at once when queued, at its next heartbeat when running",
+	summary: "cancel a task: at once when queued; a running one is stopped at once, or within a second",
 	usage:   "TASK",
-	help: `A queued task becomes cancelled at once. A running task is marked; the
-supervisor or client holding it learns this at its next heartbeat, stops the
-work and settles the run as cancelled. Exits 1 when the task is already done or
-failed.
+	help: `A queued task becomes cancelled at once. A running task is marked in the
+database, and the daemon on this host that runs it (the one of $QD_SOCKET, else
+of the config) is asked to stop it now: SIGTERM to the child's group, SIGKILL
+after its kill_grace. A daemon elsewhere stops it within about a second (every
+daemon with live runs asks the database once a second); a qd claim holder
+learns it at its next qd heartbeat, which exits 4. The run is settled as
+cancelled. Exits 1 when the task is already done or failed.
 
 Inside an agent run by ` + "`qd run`" + ` (QD_SOCKET set, no --db and no
 QD_DATABASE_URL) the cancel goes through the daemon's socket, which records it

@@ -88,24 +88,25 @@ type Config struct {
 	OnHeartbeat func(runs int, took time.Duration, err error)
 }
 
-// RunStatus is a copy of one live run's state, for the status socket.
+// RunStatus is a copy of one live run's state, for the status socket
+// (the daemon puts it on the wire as an api.LiveRun).
 type RunStatus struct {
-	RunID          int64         `json:"run_id"`
-	TaskID         int64         `json:"task_id"`
-	Lane           string        `json:"lane"`
-	Agent          string        `json:"agent"`
-	Attempt        int           `json:"attempt"`
-	MaxAttempts    int           `json:"max_attempts"`
-	PID            int           `json:"pid"`
-	Started        time.Time     `json:"started"`
-	SilentSeconds  float64       `json:"silent_seconds"` // since the last heartbeat answer
-	LastOutputAt   time.Time     `json:"last_output_at,omitzero"`
-	LeaseExpiresAt time.Time     `json:"lease_expires_at"` // by the provider's clock
-	LeaseLeft      time.Duration `json:"lease_left_ns"`    // by the local deadline
-	Stopping       string        `json:"stopping,omitempty"`
+	RunID          int64
+	TaskID         int64
+	Lane           string
+	Agent          string
+	Attempt        int
+	MaxAttempts    int
+	PID            int
+	Started        time.Time
+	SilentSeconds  float64 // since the last heartbeat answer
+	LastOutputAt   time.Time
+	LeaseExpiresAt time.Time     // by the provider's clock
+	LeaseLeft      time.Duration // by the local deadline
+	Stopping       string
 	// CPU is the CPU time the run's processes used so far, read from its
 	// cgroup; nil without one.
-	CPU *time.Duration `json:"cpu_ns,omitempty"`
+	CPU *time.Duration
 }
 
 // Supervisor runs children for claimed leases. Create it with New.

@@ -4,6 +4,16 @@
 // every caller in qd uses (`qd status`, `qd heartbeat` from a child).
 // Scripts may use it too, or plain `curl --unix-socket`.
 //
+// # Facts
+//
+// facts.go holds the one wire type of each fact qd prints: a task, a run,
+// a run in flight (LiveRun), a lane, a claimed lease, a last outcome and a
+// periodic schedule, each with its converter from lease's types. The
+// socket's Snapshot, `qd ... --json` and the dashboard's /api/ twins all
+// print these, so a fact has the same fields wherever it is read, and
+// none is ever left out: a time that has not happened, or a number not
+// known, is null.
+//
 // # Endpoints
 //
 //	method  path                      writes  who may call           answer
@@ -25,8 +35,8 @@
 // daemon's Prometheus exposition, for a scraper that reads the socket or
 // for `curl --unix-socket SOCKET http://qd/v1/metrics`. Every endpoint is
 // on Server.routes and on the Daemon interface, one method each. The
-// package must not import any other package of qd: the daemon implements
-// Daemon, not the other way.
+// package imports no other package of qd but lease, whose types its facts
+// convert: the daemon implements Daemon, not the other way.
 //
 // # Callers
 //

@@ -304,13 +304,13 @@ func normalize(s *Snapshot) {
 		s.Agents = []AgentStatus{}
 	}
 	if s.Runs == nil {
-		s.Runs = []RunStatus{}
+		s.Runs = []LiveRun{}
 	}
 	if s.Lanes == nil {
 		s.Lanes = []LaneStatus{}
 	}
 	if s.Periodics == nil {
-		s.Periodics = []PeriodicStatus{}
+		s.Periodics = []Periodic{}
 	}
 	if s.Unserved == nil {
 		s.Unserved = []UnservedAgent{}

@@ -482,7 +482,7 @@ func TestServer_HTTP(t *testing.T) {
 	path := socketPath(t)
 	MustListen(t, path, fakeDaemon{
 		status: func(ctx context.Context) Snapshot {
-			return Snapshot{Supervisor: "web", Runs: []RunStatus{{RunID: 7, SilentSeconds: 2.5, LastOutputAt: time.Now()}}}
+			return Snapshot{Supervisor: "web", Runs: []LiveRun{{RunID: 7, SilentSeconds: 2.5, LastOutputAt: When(time.Now())}}}
 		},
 		progress: func(_ context.Context, id int64) error {
 			if id != 7 {

@@ -9,7 +9,12 @@ import "time"
 // Durations named *_seconds are computed by the daemon when it builds the
 // snapshot. Those that concern leases (lease_left_seconds, silent_seconds)
 // are the daemon's own view on its monotonic clock, never a comparison of
-// the host clock with a database timestamp; see RunStatus.
+// the host clock with a database timestamp; see LiveRun.
+//
+// Runs, agents' last outcomes and periodics are facts (facts.go), printed
+// alike wherever qd prints them, and never leave a field out. The
+// snapshot's own fields are left out where they do not apply, as each
+// says.
 type Snapshot struct {
 	Supervisor    string         `json:"supervisor"`
 	Version       string         `json:"version"`
@@ -18,7 +23,7 @@ type Snapshot struct {
 	UptimeSeconds float64        `json:"uptime_seconds"`
 	Database      DatabaseStatus `json:"database"`
 	Agents        []AgentStatus  `json:"agents"`
-	Runs          []RunStatus    `json:"runs"`
+	Runs          []LiveRun      `json:"runs"`
 	Lanes         []LaneStatus   `json:"lanes"`
 	// ConfigError is the error of the last failed reload, empty when the
 	// configuration in force is the one last read.
@@ -30,7 +35,7 @@ type Snapshot struct {
 	// (run logs) are failing.
 	StateDir StateDirStatus `json:"state_dir"`
 	// Periodics are the config's periodic schedules.
-	Periodics []PeriodicStatus `json:"periodics"`
+	Periodics []Periodic `json:"periodics"`
 	// DrainingSince is when the daemon began to drain (a SIGTERM): it
 	// claims nothing more. Absent while it runs normally.
 	DrainingSince time.Time `json:"draining_since,omitzero"`
@@ -68,18 +73,6 @@ type ContainmentStatus struct {
 	Cgroup      string   `json:"cgroup,omitempty"`
 	Controllers []string `json:"controllers"`
 	Reason      string   `json:"reason,omitempty"`
-}
-
-// PeriodicStatus is one periodic schedule: when it fires next (by this
-// daemon's clock) and when it last fired (recorded in the queue by any
-// daemon).
-type PeriodicStatus struct {
-	Name     string    `json:"name"`
-	Schedule string    `json:"schedule"`
-	Agent    string    `json:"agent"`
-	Lane     string    `json:"lane"`
-	NextTick time.Time `json:"next_tick,omitzero"`
-	LastTick time.Time `json:"last_tick,omitzero"`
 }
 
 // NotifyCounts counts the notifications this daemon sent, failed for good
@@ -151,46 +144,6 @@ type AgentStatus struct {
 	// Last is how the agent's last run on this daemon ended; absent before
 	// one did.
 	Last *LastOutcome `json:"last,omitempty"`
-}
-
-// LastOutcome is how a run ended: its outcome, when, and its summary.
-type LastOutcome struct {
-	RunID   int64     `json:"run_id"`
-	TaskID  int64     `json:"task_id"`
-	Outcome string    `json:"outcome"`
-	Summary string    `json:"summary"`
-	At      time.Time `json:"at"`
-}
-
-// RunStatus describes one run this daemon is supervising.
-type RunStatus struct {
-	RunID     int64     `json:"run_id"`
-	TaskID    int64     `json:"task_id"`
-	Lane      string    `json:"lane"`
-	Agent     string    `json:"agent"`
-	Attempt   int       `json:"attempt"`
-	PID       int       `json:"pid"`
-	StartedAt time.Time `json:"started_at"`
-	// AgeSeconds is how long the run has been going.
-	AgeSeconds float64 `json:"age_seconds"`
-	// SilentSeconds is the time since the answer to the last heartbeat
-	// arrived, on the daemon's monotonic clock.
-	SilentSeconds float64 `json:"silent_seconds"`
-	// LastOutputAt is when the child last wrote to stdout or stderr;
-	// absent when it has written nothing yet.
-	LastOutputAt time.Time `json:"last_output_at,omitzero"`
-	// OutputSilentSeconds is the time since the child last wrote output,
-	// or since it started when it has written nothing.
-	OutputSilentSeconds float64 `json:"output_silent_seconds"`
-	// LeaseExpiresAt is the end of the lease by the database's clock.
-	LeaseExpiresAt time.Time `json:"lease_expires_at"`
-	// LeaseLeftSeconds is the time to the end of the lease as the daemon
-	// counts it, from when the last successful heartbeat was sent (so never
-	// later than LeaseExpiresAt); 0 once it is over.
-	LeaseLeftSeconds float64 `json:"lease_left_seconds"`
-	// CPUSeconds is the CPU time the run's processes used so far, read
-	// from the run's cgroup; absent where runs have none.
-	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 }
 
 // LaneStatus describes one lane's limit and queue depth.

@@ -217,7 +217,7 @@ func (b *runner) childrenRSS(ctx context.Context, db *database, lanes []string) 
 		}
 		alive := 0
 		for _, r := range snap.Runs {
-			if r.PID > 0 {
+			if r.PID != nil && *r.PID > 0 {
 				alive++
 			}
 		}

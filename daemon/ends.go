@@ -18,8 +18,8 @@ import (
 func (d *daemon) runEnded(e supervisor.End) {
 	d.runMetrics(e)
 	d.mu.Lock()
-	d.last[e.Lease.Agent] = api.LastOutcome{RunID: e.Lease.RunID, TaskID: e.Lease.TaskID,
-		Outcome: string(e.Settlement.Outcome), Summary: e.Settlement.Summary, At: e.At}
+	d.last[e.Lease.Agent] = api.LastOutcomeOf(lease.Run{ID: e.Lease.RunID, TaskID: e.Lease.TaskID,
+		State: e.Settlement.Outcome, Summary: e.Settlement.Summary, FinishedAt: e.At})
 	d.mu.Unlock()
 	if d.sender == nil {
 		return

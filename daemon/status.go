@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/api"
+	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/supervisor"
 )
 
@@ -48,7 +49,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		s.Agents = append(s.Agents, as)
 	}
 	for _, r := range d.sup.Snapshot() {
-		s.Runs = append(s.Runs, runStatus(r, now))
+		s.Runs = append(s.Runs, liveRun(r, conf.Name, now))
 	}
 	s.DrainingSince = d.sup.DrainingSince()
 	s.StartsHeld = d.starts.status()
@@ -62,10 +63,12 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, p := range conf.Periodics {
-		ps := api.PeriodicStatus{Name: p.Name, Schedule: p.Schedule, Agent: p.Agent, Lane: p.Lane, NextTick: nextPeriodic[p.Name]}
+		rec := lease.PeriodicRecord{Name: p.Name}
 		if last, err := d.queue.PeriodicLast(ctx, p.Name); err == nil {
-			ps.LastTick = last
+			rec.LastTick = last
 		}
+		ps := api.PeriodicOf(rec)
+		ps.Schedule, ps.Agent, ps.Lane, ps.NextTick = p.Schedule, p.Agent, p.Lane, api.When(nextPeriodic[p.Name])
 		s.Periodics = append(s.Periodics, ps)
 	}
 	if q := d.backend.Unserved; q != nil {
@@ -96,23 +99,14 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	return s
 }
 
-func runStatus(r supervisor.RunStatus, now time.Time) api.RunStatus {
-	quiet := r.Started
-	if !r.LastOutputAt.IsZero() {
-		quiet = r.LastOutputAt
-	}
-	st := api.RunStatus{
-		RunID: r.RunID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt,
-		PID: r.PID, StartedAt: r.Started, AgeSeconds: now.Sub(r.Started).Seconds(),
-		SilentSeconds: r.SilentSeconds, LastOutputAt: r.LastOutputAt,
-		OutputSilentSeconds: now.Sub(quiet).Seconds(),
-		LeaseExpiresAt:      r.LeaseExpiresAt, LeaseLeftSeconds: r.LeaseLeft.Seconds(),
-	}
-	if r.CPU != nil {
-		cpu := r.CPU.Seconds()
-		st.CPUSeconds = &cpu
-	}
-	return st
+// liveRun is what the supervisor knows of the run it holds for owner (this
+// daemon), on the wire.
+func liveRun(r supervisor.RunStatus, owner string, now time.Time) api.LiveRun {
+	return api.LiveRunOf(lease.Run{
+		ID: r.RunID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt, Owner: owner,
+		State: lease.RunRunning, PID: r.PID, StartedAt: r.Started, LeaseExpiresAt: r.LeaseExpiresAt,
+		LastOutputAt: r.LastOutputAt, CPUTime: r.CPU, SilentSeconds: r.SilentSeconds, LeaseLeft: r.LeaseLeft,
+	}, now)
 }
 
 // Progress is POST /v1/runs/{id}/progress: a child proves progress through

@@ -88,8 +88,23 @@ func visible(s string) string {
 	return b.String()
 }
 
+// instant reads a time a template holds: a time, or one that may be nil
+// (null on the wire: not happened).
+func instant(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t
+	case *time.Time:
+		if t != nil {
+			return *t
+		}
+	}
+	return time.Time{}
+}
+
 // ago says how long ago (or how soon) t is, in the largest two units.
-func ago(t time.Time) string {
+func ago(v any) string {
+	t := instant(v)
 	if t.IsZero() {
 		return "—"
 	}
@@ -116,7 +131,8 @@ func secs(f float64) string {
 	return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
 }
 
-func when(t time.Time) string {
+func when(v any) string {
+	t := instant(v)
 	if t.IsZero() {
 		return "—"
 	}

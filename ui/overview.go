@@ -13,69 +13,40 @@ import (
 
 // Overview is the overview page and its JSON twin.
 type Overview struct {
-	Lanes     []LaneRow     `json:"lanes"`
-	Agents    []AgentRow    `json:"agents"`
-	Periodics []PeriodicRow `json:"periodics"`
-	Runs      []RunRow      `json:"runs"`
-	Daemons   []DaemonRow   `json:"daemons"`
+	Lanes     []api.Lane     `json:"lanes"`
+	Agents    []AgentRow     `json:"agents"`
+	Periodics []api.Periodic `json:"periodics"`
+	Runs      []RunRow       `json:"runs"`
+	Daemons   []DaemonRow    `json:"daemons"`
 	// Recent are the latest tasks enqueued.
-	Recent []TaskRow `json:"recent_tasks"`
+	Recent []api.Task `json:"recent_tasks"`
 }
 
 // AgentRow is one agent of one daemon. Schedule, NextTick and Parallel
 // come from the daemon's socket, and are empty when it cannot be reached.
 type AgentRow struct {
-	Name     string    `json:"name"`
-	Daemon   string    `json:"daemon"`
-	Schedule string    `json:"schedule,omitempty"`
-	NextTick time.Time `json:"next_tick,omitzero"`
-	Parallel int       `json:"parallel,omitempty"`
-	Running  int       `json:"running"`
-	Lanes    []string  `json:"lanes,omitempty"`
-	Live     bool      `json:"from_socket"`
-	Last     *LastRow  `json:"last,omitempty"`
+	Name     string           `json:"name"`
+	Daemon   string           `json:"daemon"`
+	Schedule string           `json:"schedule,omitempty"`
+	NextTick time.Time        `json:"next_tick,omitzero"`
+	Parallel int              `json:"parallel,omitempty"`
+	Running  int              `json:"running"`
+	Lanes    []string         `json:"lanes,omitempty"`
+	Live     bool             `json:"from_socket"`
+	Last     *api.LastOutcome `json:"last,omitempty"`
 }
 
-// LastRow is how an agent's last run ended.
-type LastRow struct {
-	RunID   int64     `json:"run_id"`
-	TaskID  int64     `json:"task_id"`
-	Outcome string    `json:"outcome"`
-	Summary string    `json:"summary"`
-	At      time.Time `json:"at"`
-}
-
-// PeriodicRow is a periodic schedule; its schedule and next tick come from
-// a daemon's socket, its last tick from the queue.
-type PeriodicRow struct {
-	Name     string    `json:"name"`
-	Schedule string    `json:"schedule,omitempty"`
-	Agent    string    `json:"agent,omitempty"`
-	Lane     string    `json:"lane,omitempty"`
-	NextTick time.Time `json:"next_tick,omitzero"`
-	LastTick time.Time `json:"last_tick,omitzero"`
-}
-
-// RunRow is a run in flight.
+// RunRow is a run in flight: in the JSON the run as its daemon's socket
+// has it (`qd status --json`), or as the queue has it when no daemon here
+// can be asked; on the page also where its daemon is and how late its
+// heartbeat is.
 type RunRow struct {
-	RunID         int64     `json:"run_id"`
-	TaskID        int64     `json:"task_id"`
-	Lane          string    `json:"lane"`
-	Agent         string    `json:"agent"`
-	Attempt       int       `json:"attempt"`
-	PID           int       `json:"pid"`
-	StartedAt     time.Time `json:"started_at"`
-	AgeSeconds    float64   `json:"age_seconds"`
-	SilentSeconds float64   `json:"silent_seconds"`
-	LeaseLeft     float64   `json:"lease_left_seconds"`
-	// CPUSeconds is the run's CPU time so far, as its daemon reads it from
-	// the run's cgroup; absent without one, or when the daemon's socket
-	// cannot be reached from here.
-	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
-	Owner      string   `json:"owner"`
-	Host       string   `json:"host"`
+	api.LiveRun
+	// Host is the host of the daemon that runs it, as the queue's daemons
+	// table says; the JSON has it under daemons.
+	Host string `json:"-"`
 	// Silence is "ok", "warn" (past half the lease) or "late" (past 80%).
-	Silence string `json:"silence"`
+	Silence string `json:"-"`
 }
 
 // CPU shows the run's CPU time so far; "-" when it is not known.
@@ -150,19 +121,20 @@ func (s *server) overview(r *http.Request) (any, error) {
 		return nil, err
 	}
 	ds, snaps, drows := s.snapshots(ctx)
-	o := &Overview{Lanes: laneRows(lanes), Daemons: drows, Recent: taskRows(recent), Runs: []RunRow{}}
+	o := &Overview{Lanes: list(lanes, api.LaneOf), Daemons: drows, Recent: list(recent, api.TaskOf), Runs: []RunRow{}}
 	hosts := map[string]string{}
 	for _, d := range ds {
 		hosts[d.Name] = d.Host
 	}
-	live := map[int64]api.RunStatus{}
+	live := map[int64]api.LiveRun{}
 	for _, snap := range snaps {
 		for _, rs := range snap.Runs {
 			live[rs.RunID] = rs
 		}
 	}
+	now := time.Now()
 	for _, run := range runs {
-		o.Runs = append(o.Runs, runRow(run, hosts[run.Owner], live))
+		o.Runs = append(o.Runs, runRow(run, hosts[run.Owner], live, now))
 	}
 	if o.Agents, err = s.agents(ctx, ds, snaps); err != nil {
 		return nil, err
@@ -173,17 +145,15 @@ func (s *server) overview(r *http.Request) (any, error) {
 	return o, nil
 }
 
-func runRow(run lease.Run, host string, live map[int64]api.RunStatus) RunRow {
-	row := RunRow{RunID: run.ID, TaskID: run.TaskID, Lane: run.Lane, Agent: run.Agent, Attempt: run.Attempt,
-		PID: run.PID, StartedAt: run.StartedAt, AgeSeconds: time.Since(run.StartedAt).Seconds(),
-		SilentSeconds: run.SilentSeconds, LeaseLeft: run.LeaseLeft.Seconds(), Owner: run.Owner, Host: host}
-	if rs, ok := live[run.ID]; ok { // the daemon's own count, on its monotonic clock
-		row.PID, row.AgeSeconds = rs.PID, rs.AgeSeconds
-		row.SilentSeconds, row.LeaseLeft = rs.SilentSeconds, rs.LeaseLeftSeconds
-		row.CPUSeconds = rs.CPUSeconds
+// runRow is the live run as its daemon counts it when the daemon answered
+// (its own clock), else as the queue has it.
+func runRow(run lease.Run, host string, live map[int64]api.LiveRun, now time.Time) RunRow {
+	lr, ok := live[run.ID]
+	if !ok {
+		lr = api.LiveRunOf(run, now)
 	}
-	row.Silence = "ok"
-	if total := row.SilentSeconds + row.LeaseLeft; total > 0 {
+	row := RunRow{LiveRun: lr, Host: host, Silence: "ok"}
+	if total := row.SilentSeconds + row.LeaseLeftSeconds; total > 0 {
 		switch f := row.SilentSeconds / total; {
 		case f >= 0.8:
 			row.Silence = "late"
@@ -204,10 +174,7 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 			for _, a := range snap.Agents {
 				row := AgentRow{Name: a.Name, Daemon: d.Name, Schedule: a.Schedule, NextTick: a.NextTick,
 					Parallel: a.Parallel, Running: a.Running, Lanes: a.Lanes, Live: true}
-				if a.Last != nil {
-					row.Last = &LastRow{RunID: a.Last.RunID, TaskID: a.Last.TaskID, Outcome: a.Last.Outcome,
-						Summary: a.Last.Summary, At: a.Last.At}
-				}
+				row.Last = a.Last
 				out = append(out, row)
 			}
 			continue
@@ -228,7 +195,8 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 		}
 		for i := range out {
 			if r, ok := by[out[i].Name]; ok && !out[i].Live {
-				out[i].Last = &LastRow{RunID: r.ID, TaskID: r.TaskID, Outcome: string(r.State), Summary: r.Summary, At: r.FinishedAt}
+				last := api.LastOutcomeOf(r)
+				out[i].Last = &last
 			}
 		}
 	}
@@ -240,37 +208,34 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 }
 
 // periodics merges the schedules the daemons know with the last ticks the
-// queue recorded.
-func (s *server) periodics(ctx context.Context, snaps map[string]*api.Snapshot) ([]PeriodicRow, error) {
+// queue recorded; a schedule's next tick is the soonest any daemon has.
+func (s *server) periodics(ctx context.Context, snaps map[string]*api.Snapshot) ([]api.Periodic, error) {
 	recs, err := s.o.Store.PeriodicRecords(ctx)
 	if err != nil {
 		return nil, err
 	}
-	by := map[string]*PeriodicRow{}
-	var out []*PeriodicRow
+	by := map[string]*api.Periodic{}
 	for _, rec := range recs {
-		row := &PeriodicRow{Name: rec.Name, LastTick: rec.LastTick}
-		by[rec.Name] = row
-		out = append(out, row)
+		p := api.PeriodicOf(rec)
+		by[rec.Name] = &p
 	}
 	for _, snap := range snaps {
 		for _, p := range snap.Periodics {
 			row, ok := by[p.Name]
 			if !ok {
-				row = &PeriodicRow{Name: p.Name}
+				row = &api.Periodic{Name: p.Name}
 				by[p.Name] = row
-				out = append(out, row)
 			}
 			row.Schedule, row.Agent, row.Lane = p.Schedule, p.Agent, p.Lane
-			if row.NextTick.IsZero() || (!p.NextTick.IsZero() && p.NextTick.Before(row.NextTick)) {
+			if row.NextTick == nil || (p.NextTick != nil && p.NextTick.Before(*row.NextTick)) {
 				row.NextTick = p.NextTick
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	rows := make([]PeriodicRow, len(out))
-	for i, r := range out {
-		rows[i] = *r
+	rows := make([]api.Periodic, 0, len(by))
+	for _, p := range by {
+		rows = append(rows, *p)
 	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -20,7 +21,7 @@ const pageSize = 50
 // TaskList is the tasks page and its JSON twin.
 type TaskList struct {
 	Filter TaskFilter `json:"filter"`
-	Tasks  []TaskRow  `json:"tasks"`
+	Tasks  []api.Task `json:"tasks"`
 	// Count is how many tasks the filter selects ("about" when Estimated).
 	Count lease.Count `json:"count"`
 	// Next is the query of the next page; empty on the last.
@@ -113,7 +114,7 @@ func (s *server) tasks(r *http.Request) (any, error) {
 			return nil, err
 		}
 	}
-	l := &TaskList{Filter: f, Tasks: taskRows(ts), Count: n, Query: template.URL(f.values().Encode())}
+	l := &TaskList{Filter: f, Tasks: list(ts, api.TaskOf), Count: n, Query: template.URL(f.values().Encode())}
 	if q.Text != "" {
 		l.TextCapped = textScanCap
 	}
@@ -173,37 +174,47 @@ var bulkStates = map[string][]lease.TaskState{
 	"cancel": {lease.TaskQueued, lease.TaskRunning},
 }
 
-// TaskPage is the task page and its JSON twin.
+// TaskPage is the task page and its JSON twin: the task and its runs as
+// `qd show --json` has them, and the output of each run.
 type TaskPage struct {
-	Task TaskRow   `json:"task"`
-	Runs []RunView `json:"runs"`
+	Task    api.Task    `json:"task"`
+	Runs    []api.Run   `json:"runs"`
+	Outputs []RunOutput `json:"outputs"`
 }
 
-// RunView is one attempt of a task with its output.
-type RunView struct {
-	ID              int64          `json:"id"`
-	TaskID          int64          `json:"task_id"`
-	Lane            string         `json:"lane"`
-	Agent           string         `json:"agent"`
-	Attempt         int            `json:"attempt"`
-	Owner           string         `json:"owner"`
-	State           lease.RunState `json:"state"`
-	PID             int            `json:"pid,omitempty"`
-	StartedAt       time.Time      `json:"started_at"`
-	LastHeartbeatAt time.Time      `json:"last_heartbeat_at"`
-	LeaseExpiresAt  time.Time      `json:"lease_expires_at"`
-	FinishedAt      time.Time      `json:"finished_at,omitzero"`
-	ExitCode        *int           `json:"exit_code"`
-	Signal          string         `json:"signal,omitempty"`
-	Summary         string         `json:"summary"`
-	LogError        string         `json:"log_error,omitempty"`
-	CancelRequested bool           `json:"cancel_requested"`
-	Duration        float64        `json:"duration_seconds"`
-	Host            string         `json:"host"`
-	Output          string         `json:"output"`
-	// OutputFrom says where Output comes from: the run's log file on this
-	// host, or the tail stored in the queue.
-	OutputFrom string `json:"output_from"`
+// RunOutput is the output of one run, as the task page shows it.
+type RunOutput struct {
+	RunID int64 `json:"run_id"`
+	// Host is the host of the daemon that ran it.
+	Host   string `json:"host"`
+	Output string `json:"output"`
+	// From says where Output comes from: the run's log file on this host
+	// ("log file"), or the tail stored in the queue ("stored tail").
+	From string `json:"output_from"`
+}
+
+// Attempt is one run of the task with its output, for the template.
+type Attempt struct {
+	api.Run
+	RunOutput
+}
+
+// Duration is how long the run took, or has taken so far.
+func (a Attempt) Duration() float64 {
+	end := time.Now()
+	if a.FinishedAt != nil {
+		end = *a.FinishedAt
+	}
+	return end.Sub(a.StartedAt).Seconds()
+}
+
+// Attempts pairs each run with its output.
+func (p *TaskPage) Attempts() []Attempt {
+	out := make([]Attempt, len(p.Runs))
+	for i, r := range p.Runs {
+		out[i] = Attempt{Run: r, RunOutput: p.Outputs[i]}
+	}
+	return out
 }
 
 // maxOutput is how much of a run's log the task page shows: the end.
@@ -223,19 +234,12 @@ func (s *server) task(r *http.Request) (any, error) {
 		return nil, err
 	}
 	daemons := s.daemonsByName(r.Context())
-	p := &TaskPage{Task: taskRow(t), Runs: []RunView{}}
+	p := &TaskPage{Task: api.TaskOf(t), Runs: list(runs, api.RunOf), Outputs: []RunOutput{}}
 	for _, run := range runs {
-		v := RunView{ID: run.ID, TaskID: run.TaskID, Lane: run.Lane, Agent: run.Agent, Attempt: run.Attempt,
-			Owner: run.Owner, State: run.State, PID: run.PID, StartedAt: run.StartedAt, LastHeartbeatAt: run.LastHeartbeatAt,
-			LeaseExpiresAt: run.LeaseExpiresAt, FinishedAt: run.FinishedAt, ExitCode: run.ExitCode, Signal: run.Signal,
-			Summary: run.Summary, LogError: run.LogError, CancelRequested: run.CancelRequested, Host: daemons[run.Owner].Host}
-		end := run.FinishedAt
-		if end.IsZero() {
-			end = time.Now()
-		}
-		v.Duration = end.Sub(run.StartedAt).Seconds()
-		v.Output, v.OutputFrom = s.output(run, daemons[run.Owner])
-		p.Runs = append(p.Runs, v)
+		d := daemons[run.Owner]
+		o := RunOutput{RunID: run.ID, Host: d.Host}
+		o.Output, o.From = s.output(run, d)
+		p.Outputs = append(p.Outputs, o)
 	}
 	return p, nil
 }

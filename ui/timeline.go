@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -63,17 +64,18 @@ type TimelineRow struct {
 	ends   []float64
 }
 
-// Bar is one run on the timeline.
+// Bar is one run on the timeline: its span, not the whole run. EndedAt is
+// null while it runs.
 type Bar struct {
-	RunID     int64     `json:"run_id"`
-	TaskID    int64     `json:"task_id"`
-	Agent     string    `json:"agent"`
-	Attempt   int       `json:"attempt"`
-	Outcome   string    `json:"outcome"`
-	StartedAt time.Time `json:"started_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
-	Summary   string    `json:"summary,omitempty"`
-	X, W, Y   float64   `json:"-"`
+	RunID     int64      `json:"run_id"`
+	TaskID    int64      `json:"task_id"`
+	Agent     string     `json:"agent"`
+	Attempt   int        `json:"attempt"`
+	Outcome   string     `json:"outcome"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Summary   string     `json:"summary"`
+	X, W, Y   float64    `json:"-"`
 }
 
 // Tick is a label of the time axis.
@@ -164,7 +166,7 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 			end = to
 		}
 		b := Bar{RunID: run.ID, TaskID: run.TaskID, Agent: run.Agent, Attempt: run.Attempt, Outcome: string(run.State),
-			StartedAt: run.StartedAt, EndedAt: run.FinishedAt, Summary: run.Summary, X: x(run.StartedAt)}
+			StartedAt: run.StartedAt, EndedAt: api.When(run.FinishedAt), Summary: run.Summary, X: x(run.StartedAt)}
 		b.W = max(x(end)-b.X, 1.5)
 		track := 0 // the first track free at the run's start
 		for track < len(row.ends) && row.ends[track] > b.X+0.01 {

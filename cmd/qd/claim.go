@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -24,20 +25,6 @@ with --wait it polls, with jitter, until the deadline first. --lane may repeat;
 no --lane means any lane.`,
 	db:    true,
 	setup: setupClaim,
-}
-
-// claimOutput is the JSON contract of qd claim.
-type claimOutput struct {
-	TaskID         int64           `json:"task_id"`
-	RunID          int64           `json:"run_id"`
-	Lane           string          `json:"lane"`
-	Agent          string          `json:"agent"`
-	Attempt        int             `json:"attempt"`
-	MaxAttempts    int             `json:"max_attempts"`
-	Priority       int             `json:"priority"`
-	Payload        json.RawMessage `json:"payload"`
-	LeaseExpiresAt string          `json:"lease_expires_at"`
-	Owner          string          `json:"owner"`
 }
 
 func setupClaim(fs *flag.FlagSet) runFunc {
@@ -67,12 +54,7 @@ func setupClaim(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		out, err := json.Marshal(claimOutput{
-			TaskID: l.TaskID, RunID: l.RunID, Lane: l.Lane, Agent: l.Agent,
-			Attempt: l.Attempt, MaxAttempts: l.MaxAttempts, Priority: l.Priority,
-			Payload: l.Payload, LeaseExpiresAt: l.LeaseExpiresAt.Format(time.RFC3339Nano),
-			Owner: l.Owner,
-		})
+		out, err := json.Marshal(api.LeaseOf(*l))
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/localpg"
 	"github.com/qd-run/qd/lease"
 )
@@ -140,7 +141,7 @@ func toDBStatusJSON(s localpg.Status, configured string) dbStatusJSON {
 		BinDir: s.BinDir, Version: s.Version, BinError: s.BinError, Log: s.LogPath,
 		InUse: configured == "", Configured: lease.Redact(configured)}
 	if s.Running {
-		j.Since = timePtr(s.Since)
+		j.Since = api.When(s.Since)
 	}
 	return j
 }

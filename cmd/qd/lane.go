@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -29,21 +30,6 @@ var laneListCommand = &command{
 	db:      true,
 	json:    true,
 	setup:   func(*flag.FlagSet) runFunc { return runLaneList },
-}
-
-// laneJSON is the JSON form of a lane.
-type laneJSON struct {
-	Name         string     `json:"name"`
-	MaxRunning   int        `json:"max_running"`
-	Paused       bool       `json:"paused"`
-	Running      int        `json:"running"`
-	Queued       int        `json:"queued"`
-	OldestQueued *time.Time `json:"oldest_queued_at"`
-	SetBy        string     `json:"set_by"`
-}
-
-func toLaneJSON(l lease.Lane) laneJSON {
-	return laneJSON{l.Name, l.MaxRunning, l.Paused, l.Running, l.Queued, timePtr(l.OldestQueued), l.SetBy}
 }
 
 // laneSetBy is who `qd lane set` says made a change.
@@ -82,7 +68,7 @@ func setupLaneSet(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if env.wantJSON() {
-			return writeJSON(env.Stdout, toLaneJSON(l))
+			return writeJSON(env.Stdout, api.LaneOf(l))
 		}
 		return writeLanes(env, []lease.Lane{l})
 	}
@@ -121,7 +107,7 @@ func runLaneList(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) 
 
 func writeLanes(env *Env, lanes []lease.Lane) error {
 	if env.wantJSON() {
-		return writeJSON(env.Stdout, jsonList(lanes, toLaneJSON))
+		return writeJSON(env.Stdout, jsonList(lanes, api.LaneOf))
 	}
 	now := time.Now()
 	t := newTable(env.Stdout, "LANE", "LIMIT", "PAUSED", "RUNNING", "QUEUED", "OLDEST QUEUED", "SET BY")

@@ -107,12 +107,12 @@ func pair(a int64, au string, b int64, bu string) string {
 	return fmt.Sprintf("%d%s%d%s", a, au, b, bu)
 }
 
-// timePtr makes zero times null in JSON.
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
+// orZero is the time t points to, or the zero time for null.
+func orZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
 	}
-	return &t
+	return *t
 }
 
 // truncate cuts s to n runes for a table cell.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/testkit"
 )
 
@@ -122,7 +123,7 @@ func TestClaim_ProcessesRaceLaneLimits(t *testing.T) {
 	})
 
 	out := MustQD(t, env, "tasks", "--state", "done", "--limit", "1000", "--json")
-	var done []taskJSON
+	var done []api.Task
 	if err := json.Unmarshal([]byte(out), &done); err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +134,10 @@ func TestClaim_ProcessesRaceLaneLimits(t *testing.T) {
 
 // raceClaims starts n qd claim processes on lane at once and returns the
 // leases of those that won.
-func raceClaims(t *testing.T, env []string, n int, lane string) []claimOutput {
+func raceClaims(t *testing.T, env []string, n int, lane string) []api.Lease {
 	t.Helper()
 	var mu sync.Mutex
-	var wins []claimOutput
+	var wins []api.Lease
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < n; i++ {
@@ -160,7 +161,7 @@ func raceClaims(t *testing.T, env []string, n int, lane string) []claimOutput {
 
 // claimOnce runs qd claim with args and returns the lease; ok is false when
 // there was no work, or when the claim failed, which it reports.
-func claimOnce(t *testing.T, env []string, args ...string) (c claimOutput, ok bool) {
+func claimOnce(t *testing.T, env []string, args ...string) (c api.Lease, ok bool) {
 	t.Helper()
 	out, code := qdProc(t, env, append([]string{"claim"}, args...)...)
 	if code == ExitNoWork {

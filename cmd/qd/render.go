@@ -101,13 +101,13 @@ func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
 	}
 }
 
-func renderPeriodics(w io.Writer, ps []api.PeriodicStatus, now time.Time) {
+func renderPeriodics(w io.Writer, ps []api.Periodic, now time.Time) {
 	if len(ps) == 0 {
 		return
 	}
 	section(w, "PERIODIC", len(ps), "NAME", "SCHEDULE", "AGENT", "LANE", "NEXT TICK", "LAST TICK")
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Schedule, p.Agent, p.Lane, relative(p.NextTick, now), relative(p.LastTick, now))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Schedule, p.Agent, p.Lane, relative(orZero(p.NextTick), now), relative(orZero(p.LastTick), now))
 	}
 }
 
@@ -118,7 +118,7 @@ func renderUnserved(w io.Writer, us []api.UnservedAgent) {
 	}
 }
 
-func renderRuns(w io.Writer, runs []api.RunStatus) {
+func renderRuns(w io.Writer, runs []api.LiveRun) {
 	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "CPU", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
 		return
 	}
@@ -159,11 +159,11 @@ func section(w io.Writer, title string, rows int, columns ...string) bool {
 	return true
 }
 
-func pid(p int) string {
-	if p == 0 {
+func pid(p *int) string {
+	if p == nil {
 		return "-"
 	}
-	return strconv.Itoa(p)
+	return strconv.Itoa(*p)
 }
 
 func yesNo(b bool) string {

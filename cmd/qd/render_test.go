@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/qd-run/qd/api"
-	"github.com/qd-run/qd/lease"
 )
 
 // Ensure durations show their two largest units, rounded down.
@@ -61,8 +59,8 @@ func TestRender(t *testing.T) {
 		Agents: []api.AgentStatus{
 			{Name: "builder", Schedule: "@every 30s", NextTick: now.Add(12 * time.Second), Running: 1, Parallel: 2},
 		},
-		Runs: []api.RunStatus{{
-			RunID: 91, TaskID: 17, Lane: "proj-a", Agent: "builder", Attempt: 2, PID: 5151,
+		Runs: []api.LiveRun{{
+			RunID: 91, TaskID: 17, Lane: "proj-a", Agent: "builder", Attempt: 2, PID: ptr(5151),
 			AgeSeconds: 125, SilentSeconds: 4, OutputSilentSeconds: 63, LeaseLeftSeconds: 296, CPUSeconds: ptr(71.4),
 		}, {
 			RunID: 92, TaskID: 18, Lane: "proj-b", Agent: "builder", Attempt: 1,
@@ -163,20 +161,6 @@ func TestUsageText(t *testing.T) {
 		if got := bytesText(b); got != want {
 			t.Errorf("bytesText(%v) = %q, want %q", b, got, want)
 		}
-	}
-}
-
-// Ensure a run's JSON has cpu_seconds and memory_peak_bytes when they were
-// measured, and neither (not 0) when not.
-func TestRunJSON_Usage(t *testing.T) {
-	cpu, peak := 1500*time.Millisecond, int64(1<<20)
-	b, err := json.Marshal(toRunJSON(lease.Run{ID: 1, State: lease.RunCompleted, CPUTime: &cpu, MemoryPeak: &peak}))
-	if err != nil || !strings.Contains(string(b), `"cpu_seconds":1.5`) || !strings.Contains(string(b), `"memory_peak_bytes":1048576`) {
-		t.Errorf("measured run: %s %v", b, err)
-	}
-	b, err = json.Marshal(toRunJSON(lease.Run{ID: 2, State: lease.RunCompleted}))
-	if err != nil || strings.Contains(string(b), "cpu_seconds") || strings.Contains(string(b), "memory_peak") {
-		t.Errorf("unmeasured run: %s %v", b, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -21,49 +22,6 @@ stdout is not a terminal.`,
 	db:    true,
 	json:  true,
 	setup: setupRuns,
-}
-
-// runJSON is the JSON form of a run; its field names are stable.
-type runJSON struct {
-	ID               int64          `json:"id"`
-	TaskID           int64          `json:"task_id"`
-	Lane             string         `json:"lane"`
-	Agent            string         `json:"agent"`
-	Attempt          int            `json:"attempt"`
-	Owner            string         `json:"owner"`
-	State            lease.RunState `json:"state"`
-	PID              int            `json:"pid,omitempty"`
-	StartedAt        *time.Time     `json:"started_at"`
-	LastHeartbeatAt  *time.Time     `json:"last_heartbeat_at"`
-	LeaseExpiresAt   *time.Time     `json:"lease_expires_at"`
-	FinishedAt       *time.Time     `json:"finished_at"`
-	ExitCode         *int           `json:"exit_code"`
-	Signal           string         `json:"signal,omitempty"`
-	Summary          string         `json:"summary"`
-	CancelRequested  bool           `json:"cancel_requested"`
-	SilentSeconds    *float64       `json:"silent_seconds,omitempty"`
-	LeaseLeftSeconds *float64       `json:"lease_left_seconds,omitempty"`
-	CPUSeconds       *float64       `json:"cpu_seconds,omitempty"`
-	MemoryPeakBytes  *int64         `json:"memory_peak_bytes,omitempty"`
-}
-
-func toRunJSON(r lease.Run) runJSON {
-	out := runJSON{
-		ID: r.ID, TaskID: r.TaskID, Lane: r.Lane, Agent: r.Agent, Attempt: r.Attempt,
-		Owner: r.Owner, State: r.State, PID: r.PID, StartedAt: timePtr(r.StartedAt),
-		LastHeartbeatAt: timePtr(r.LastHeartbeatAt), LeaseExpiresAt: timePtr(r.LeaseExpiresAt),
-		FinishedAt: timePtr(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
-		Summary: r.Summary, CancelRequested: r.CancelRequested, MemoryPeakBytes: r.MemoryPeak,
-	}
-	if r.CPUTime != nil {
-		cpu := r.CPUTime.Seconds()
-		out.CPUSeconds = &cpu
-	}
-	if r.State == lease.RunRunning {
-		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()
-		out.SilentSeconds, out.LeaseLeftSeconds = &silent, &left
-	}
-	return out
 }
 
 var runStates = []lease.RunState{lease.RunRunning, lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled}
@@ -96,7 +54,7 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		if env.wantJSON() {
-			return writeJSON(env.Stdout, jsonList(runs, toRunJSON))
+			return writeJSON(env.Stdout, jsonList(runs, api.RunOf))
 		}
 		return writeRunTable(env, runs)
 	}

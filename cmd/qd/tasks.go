@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -31,40 +32,6 @@ var showCommand = &command{
 	db:      true,
 	json:    true,
 	setup:   func(*flag.FlagSet) runFunc { return runShow },
-}
-
-// taskJSON is the JSON form of a task; its field names are stable.
-type taskJSON struct {
-	ID              int64           `json:"id"`
-	Lane            string          `json:"lane"`
-	Agent           string          `json:"agent"`
-	State           lease.TaskState `json:"state"`
-	Priority        int             `json:"priority"`
-	Attempts        int             `json:"attempts"`
-	MaxAttempts     int             `json:"max_attempts"`
-	RunAfter        *time.Time      `json:"run_after"`
-	DedupeKey       string          `json:"dedupe_key,omitempty"`
-	ParentRun       int64           `json:"parent_run,omitempty"`
-	LastSummary     string          `json:"last_summary"`
-	CancelRequested bool            `json:"cancel_requested"`
-	CreatedAt       *time.Time      `json:"created_at"`
-	UpdatedAt       *time.Time      `json:"updated_at"`
-	FinishedAt      *time.Time      `json:"finished_at"`
-	Payload         json.RawMessage `json:"payload"`
-	// PayloadNote says why Payload is the stored text as a string (see
-	// lease.ShowPayload).
-	PayloadNote string `json:"payload_note,omitempty"`
-}
-
-func toTaskJSON(t lease.Task) taskJSON {
-	payload, note := lease.ShowPayload(t.Payload)
-	return taskJSON{
-		ID: t.ID, Lane: t.Lane, Agent: t.Agent, State: t.State, Priority: t.Priority,
-		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: timePtr(t.RunAfter),
-		DedupeKey: t.DedupeKey, ParentRun: t.ParentRun, LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
-		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt),
-		FinishedAt: timePtr(t.FinishedAt), Payload: payload, PayloadNote: note,
-	}
 }
 
 var taskStates = []lease.TaskState{lease.TaskQueued, lease.TaskRunning, lease.TaskDone, lease.TaskFailed, lease.TaskCancelled}
@@ -95,7 +62,7 @@ func setupTasks(fs *flag.FlagSet) runFunc {
 
 func writeTasks(env *Env, tasks []lease.Task) error {
 	if env.wantJSON() {
-		return writeJSON(env.Stdout, jsonList(tasks, toTaskJSON))
+		return writeJSON(env.Stdout, jsonList(tasks, api.TaskOf))
 	}
 	now := time.Now()
 	tb := newTable(env.Stdout, "ID", "LANE", "AGENT", "STATE", "PRIO", "ATTEMPTS", "NEXT", "AGE", "LAST SUMMARY")
@@ -136,10 +103,10 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 	}
 	if env.wantJSON() {
 		out := struct {
-			Task          taskJSON           `json:"task"`
-			Runs          []runJSON          `json:"runs"`
+			Task          api.Task           `json:"task"`
+			Runs          []api.Run          `json:"runs"`
 			Notifications []notificationJSON `json:"notifications"`
-		}{toTaskJSON(t), jsonList(runs, toRunJSON), jsonList(notes, toNotificationJSON)}
+		}{api.TaskOf(t), jsonList(runs, api.RunOf), jsonList(notes, toNotificationJSON)}
 		return writeJSON(env.Stdout, out)
 	}
 	writeTaskDetail(env, t)
@@ -187,7 +154,7 @@ type notificationJSON struct {
 
 func toNotificationJSON(n lease.Notification) notificationJSON {
 	return notificationJSON{n.RunID, n.Event, n.Target, string(n.Status), n.Tries, n.Detail, n.SentBy,
-		timePtr(n.CreatedAt), timePtr(n.DueAt), timePtr(n.FinishedAt)}
+		api.When(n.CreatedAt), api.When(n.DueAt), api.When(n.FinishedAt)}
 }
 
 func writeTaskDetail(env *Env, t lease.Task) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +114,8 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request, res result, err 
 }
 
 // enqueueParams reads the enqueue form: lane, agent, payload, priority and
-// delay (a duration, or seconds).
+// delay (a duration, or seconds). The lane is left empty when the form
+// names none; ValidateEnqueue gives it the default.
 func enqueueParams(r *http.Request) (lease.EnqueueParams, error) {
 	p := lease.EnqueueParams{Lane: strings.TrimSpace(r.FormValue("lane")), Agent: strings.TrimSpace(r.FormValue("agent"))}
 	if payload := strings.TrimSpace(r.FormValue("payload")); payload != "" {
@@ -136,11 +138,57 @@ func enqueueParams(r *http.Request) (lease.EnqueueParams, error) {
 		}
 		p.Delay = d
 	}
-	return p, lease.ValidateEnqueue(&p)
+	return p, nil
+}
+
+// agentInfo is what the daemons sharing the queue say of an agent.
+type agentInfo struct {
+	known  bool     // a living daemon runs it
+	lanes  []string // the lanes it serves, as a daemon here says; nil: any lane, or none here to ask
+	others []string // the agents the living daemons run, for a refusal
+}
+
+func (s *server) agentInfo(ctx context.Context, agent string) agentInfo {
+	var info agentInfo
+	ds, snaps, _ := s.snapshots(ctx)
+	seen := map[string]bool{}
+	for _, d := range ds {
+		for _, a := range d.Agents {
+			info.known = info.known || a == agent
+			if !seen[a] {
+				seen[a] = true
+				info.others = append(info.others, a)
+			}
+		}
+	}
+	for _, snap := range snaps {
+		for _, a := range snap.Agents {
+			if a.Name == agent && len(a.Lanes) > 0 {
+				info.lanes = a.Lanes
+			}
+		}
+	}
+	return info
+}
+
+// warnings says, after an enqueue, why the task may wait: as qd enqueue
+// says, no living daemon runs its agent, or the agent serves other lanes.
+func (info agentInfo) warnings(p lease.EnqueueParams) string {
+	switch {
+	case !info.known:
+		return fmt.Sprintf("; no living daemon runs agent %s, so the task waits until one does", p.Agent)
+	case info.lanes != nil && !slices.Contains(info.lanes, p.Lane):
+		return fmt.Sprintf("; agent %s serves lanes %s, not %s, so the task waits until a daemon whose agent %s serves it runs",
+			p.Agent, strings.Join(info.lanes, ", "), p.Lane, p.Agent)
+	}
+	return ""
 }
 
 func (s *server) enqueue(r *http.Request) (result, error) {
 	p, err := enqueueParams(r)
+	if err == nil {
+		err = lease.ValidateEnqueue(&p)
+	}
 	if err != nil {
 		return result{}, err
 	}
@@ -148,43 +196,75 @@ func (s *server) enqueue(r *http.Request) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	msg := fmt.Sprintf("task %d queued in lane %s for agent %s", id, p.Lane, p.Agent)
 	if existed {
-		msg = fmt.Sprintf("task %d already holds that dedupe key; nothing new queued", id)
+		return result{Message: fmt.Sprintf("task %d already holds that dedupe key; nothing new queued", id), TaskID: id}, nil
 	}
-	return result{Message: msg, TaskID: id}, nil
+	msg := fmt.Sprintf("task %d queued in lane %s for agent %s", id, p.Lane, p.Agent)
+	return result{Message: msg + s.agentInfo(r.Context(), p.Agent).warnings(p), TaskID: id}, nil
 }
 
 // runNow enqueues a task and wakes the daemons on this host that run its
-// agent, so that one claims it at once.
+// agent, so that one claims it at once. As qd run-now, it refuses an agent
+// no living daemon runs, and a lane the agent does not serve; with no lane
+// given it takes the agent's first.
 func (s *server) runNow(r *http.Request) (result, error) {
-	res, err := s.enqueue(r)
+	p, err := enqueueParams(r)
 	if err != nil {
-		return res, err
+		return result{}, err
 	}
-	agent := strings.TrimSpace(r.FormValue("agent"))
+	info := s.agentInfo(r.Context(), p.Agent)
+	switch {
+	case !info.known:
+		return result{}, fmt.Errorf("%w: no living daemon runs agent %q; they run: %s", lease.ErrInvalid, p.Agent, orNone(info.others))
+	case p.Lane == "" && len(info.lanes) > 0:
+		p.Lane = info.lanes[0]
+	case p.Lane != "" && info.lanes != nil && !slices.Contains(info.lanes, p.Lane):
+		return result{}, fmt.Errorf("%w: lane %q is not among the lanes of agent %s (%s), so its task would never run",
+			lease.ErrInvalid, p.Lane, p.Agent, strings.Join(info.lanes, ", "))
+	}
+	if err := lease.ValidateEnqueue(&p); err != nil {
+		return result{}, err
+	}
+	id, existed, err := s.o.Store.Enqueue(r.Context(), p)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{Message: fmt.Sprintf("task %d queued in lane %s for agent %s", id, p.Lane, p.Agent), TaskID: id}
+	if existed {
+		res.Message = fmt.Sprintf("task %d already holds that dedupe key; nothing new queued", id)
+		return res, nil
+	}
 	_, snaps, _ := s.snapshots(r.Context())
 	woken := 0
 	for _, ds := range s.localDaemons(r.Context()) {
-		if snap := snaps[ds.Name]; snap != nil && runsAgent(snap, agent) {
+		if snap := snaps[ds.Name]; snap != nil && servesLane(snap, p.Agent, p.Lane) {
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-			if (api.Client{Path: ds.Socket}).Wake(ctx, agent) == nil {
+			if (api.Client{Path: ds.Socket}).Wake(ctx, p.Agent) == nil {
 				woken++
 			}
 			cancel()
 		}
 	}
 	if woken == 0 {
-		res.Message += "; no daemon on this host answers for that agent, so it runs at the agent's next tick"
+		res.Message += "; no daemon on this host runs that agent, so a daemon elsewhere claims it at the agent's next tick"
 	} else {
 		res.Message += fmt.Sprintf("; %d daemon(s) woken to claim it now", woken)
 	}
 	return res, nil
 }
 
-func runsAgent(snap *api.Snapshot, agent string) bool {
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// servesLane reports whether the daemon of snap runs agent for tasks of
+// lane.
+func servesLane(snap *api.Snapshot, agent, lane string) bool {
 	for _, a := range snap.Agents {
-		if a.Name == agent {
+		if a.Name == agent && (len(a.Lanes) == 0 || slices.Contains(a.Lanes, lane)) {
 			return true
 		}
 	}

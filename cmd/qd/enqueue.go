@@ -82,7 +82,7 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintln(env.Stdout, id)
 		if !existed && p.RunAfter.IsZero() && p.Delay == 0 {
-			_ = wakeAgent(ctx, env, p.Agent, id) // a refusal is said on stderr; the task is queued
+			_ = wakeFor(ctx, env, p.Agent, p.Lane, id) // a refusal is said on stderr; the task is queued
 		}
 		return nil
 	}
@@ -133,8 +133,12 @@ func enqueueViaSocket(ctx context.Context, env *Env, sock string, p lease.Enqueu
 		return fmt.Errorf("enqueue through the daemon socket %s: %w", sock, err)
 	}
 	fmt.Fprintln(env.Stdout, res.TaskID)
-	if !res.Woken && !res.Existed && p.RunAfter.IsZero() && p.Delay == 0 {
+	switch {
+	case res.Existed || !p.RunAfter.IsZero() || p.Delay != 0:
+	case !res.Woken:
 		fmt.Fprintf(env.Stderr, "qd: the daemon at %s does not run agent %s; task %d waits for the next tick of a daemon that does\n", sock, p.Agent, res.TaskID)
+	default:
+		warnLane(ctx, env, env.socketClient(sock), p.Agent, p.Lane, res.TaskID)
 	}
 	return nil
 }

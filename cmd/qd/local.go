@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/qd-run/qd/api"
@@ -38,6 +40,12 @@ func (e *Env) socketClient(path string) api.Client {
 // id just enqueued. When it cannot (no daemon here, or one that does not
 // run the agent), it says on stderr that the task waits for a tick.
 func wakeAgent(ctx context.Context, env *Env, agent string, id int64) error {
+	return wakeFor(ctx, env, agent, "", id)
+}
+
+// wakeFor is wakeAgent for a task of lane (any lane when ""): it also says
+// on stderr when the daemon here runs the agent for other lanes only.
+func wakeFor(ctx context.Context, env *Env, agent, lane string, id int64) error {
 	c, ok := env.localDaemon()
 	if !ok {
 		fmt.Fprintf(env.Stderr, "qd: no daemon socket on this host; task %d waits for the next tick of a daemon that runs agent %s\n", id, agent)
@@ -48,6 +56,9 @@ func wakeAgent(ctx context.Context, env *Env, agent string, id int64) error {
 	err := c.Wake(ctx, agent)
 	switch {
 	case err == nil:
+		if lane != "" {
+			warnLane(ctx, env, c, agent, lane, id)
+		}
 		return nil
 	case errors.Is(err, api.ErrUnknownAgent):
 		fmt.Fprintf(env.Stderr, "qd: %v; task %d waits for the next tick of a daemon that runs agent %s\n", err, id, agent)
@@ -55,5 +66,20 @@ func wakeAgent(ctx context.Context, env *Env, agent string, id int64) error {
 	default:
 		fmt.Fprintf(env.Stderr, "qd: no daemon answers at %s; task %d waits for the next tick of a daemon that runs agent %s\n", c.Path, id, agent)
 		return nil
+	}
+}
+
+// warnLane says on stderr when the daemon of c runs agent for other lanes
+// than lane, so that task id waits for a daemon whose agent serves it.
+func warnLane(ctx context.Context, env *Env, c api.Client, agent, lane string, id int64) {
+	snap, err := c.Status(ctx)
+	if err != nil {
+		return
+	}
+	for _, a := range snap.Agents {
+		if a.Name == agent && len(a.Lanes) > 0 && !slices.Contains(a.Lanes, lane) {
+			fmt.Fprintf(env.Stderr, "qd: agent %s of the daemon at %s serves lanes %s, not %s; task %d waits for a daemon whose agent %s serves lane %s\n",
+				agent, c.Path, strings.Join(a.Lanes, ", "), lane, id, agent, lane)
+		}
 	}
 }

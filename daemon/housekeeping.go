@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
 	"github.com/qd-run/qd/supervisor"
 )
@@ -18,6 +19,9 @@ import (
 func (d *daemon) housekeeping(ctx context.Context) {
 	for delay := time.Second; ; delay = min(delay*2, 30*time.Second) {
 		err := d.abandonEarlier(ctx)
+		if err == nil {
+			err = d.recallLast(ctx)
+		}
 		if err == nil {
 			break
 		}
@@ -36,6 +40,31 @@ func (d *daemon) housekeeping(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// recallLast reads from the queue how each agent's last ended run on this
+// daemon's name ended, for the status, so that a restart does not forget
+// it; an end seen meanwhile is kept.
+func (d *daemon) recallLast(ctx context.Context) error {
+	conf := d.config()
+	for _, a := range conf.Agents {
+		runs, err := d.queue.Runs(ctx, lease.RunFilter{Agent: a.Name, Owner: conf.Name, Limit: 20})
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.State == lease.RunRunning {
+				continue
+			}
+			d.mu.Lock()
+			if _, seen := d.last[a.Name]; !seen {
+				d.last[a.Name] = api.LastOutcomeOf(r)
+			}
+			d.mu.Unlock()
+			break
+		}
+	}
+	return nil
 }
 
 // abandonEarlier abandons the runs of the earlier incarnations, then

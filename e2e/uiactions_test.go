@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +114,28 @@ func TestEnqueue_WarnsOfALaneTheAgentDoesNotServe(t *testing.T) {
 	if _, errOut, code := testkit.QD(t, qd, db, "enqueue", "--agent", "build", "--lane", "ci", "--config", d.Config); code != 0 || errOut != "" {
 		t.Errorf("enqueue for the agent's lane: exit %d, stderr %q; want 0 and nothing", code, errOut)
 	}
+}
+
+// Ensure a restarted daemon's status still says how each agent's last run
+// ended, read back from the queue.
+func TestStatus_LastOutcomeSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	agent := testkit.MustScript(t, t.TempDir(), "build.sh", "echo built it\n")
+	body := fmt.Sprintf(`agent "build" {
+  command  = [%q]
+  schedule = "@every 1s"
+}`, agent)
+	d := testkit.StartDaemon(t, qd, db, "recall", body, testkit.DaemonOptions{})
+	id := enqueue(t, qd, db, "r", "build")
+	waitShow(t, qd, db, id, 15*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	run := showTask(t, qd, db, id).Runs[0].ID
+	d.Signal(syscall.SIGTERM)
+	d.Wait(t, 20*time.Second)
+	d = testkit.StartDaemon(t, qd, db, "recall", body, testkit.DaemonOptions{Dir: d.Dir})
+	testkit.Eventually(t, 10*time.Second, "the last outcome read back", func() bool {
+		s := d.Status(t)
+		return len(s.Agents) == 1 && s.Agents[0].Last != nil && s.Agents[0].Last.RunID == run &&
+			s.Agents[0].Last.Summary == "built it"
+	})
 }

@@ -39,8 +39,10 @@ sleep 0.3
 	testkit.Eventually(t, 30*time.Second, "the third run's end in qd logs --follow", func() bool {
 		return strings.Contains(out.String(), "ended: completed")
 	})
-	follow.Process.Signal(syscall.SIGINT)
-	follow.Wait()
+	follow.Process.Signal(syscall.SIGTERM)
+	if err := follow.Wait(); err != nil || strings.Contains(errOut.String(), "context canceled") {
+		t.Errorf("qd logs --follow stopped by SIGTERM: %v, stderr %q; want exit 0 and no error", err, errOut.String())
+	}
 	got := out.String()
 	for i := 1; i <= 3; i++ {
 		for _, want := range []string{fmt.Sprintf("attempt %d, lane l", i), fmt.Sprintf("out %d\n", i), fmt.Sprintf("err %d\n", i)} {

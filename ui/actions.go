@@ -348,5 +348,13 @@ func (s *server) bulk(r *http.Request) (result, error) {
 		return result{Count: n}, err
 	}
 	verb := map[string]string{"retry": "queued again", "cancel": "cancelled or marked for cancel"}[r.PostFormValue("action")]
-	return result{Message: fmt.Sprintf("%d tasks %s", n, verb), Count: n}, nil
+	return result{Message: fmt.Sprintf("%d %s %s", n, plural(n, "task", "tasks"), verb), Count: n}, nil
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +157,9 @@ func (s *server) confirmBulk(w http.ResponseWriter, r *http.Request) {
 	}
 	c.Verb = map[string]string{"retry": "Retry", "cancel": "Cancel"}[c.Action]
 	c.States = map[string]string{"retry": "failed or cancelled", "cancel": "queued or running"}[c.Action]
+	if f.State != "" && slices.Contains(states, lease.TaskState(f.State)) {
+		c.States = f.State // the filter keeps only these
+	}
 	q.CountBudget = bulkCountBudget
 	if c.Count, err = s.o.Store.CountTasks(r.Context(), q, states...); err != nil {
 		http.Error(w, scrub(err), http.StatusInternalServerError)

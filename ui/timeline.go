@@ -61,7 +61,7 @@ type TimelineRow struct {
 	// Markup is the row's bars as SVG, written in Go: a template would take
 	// most of the page's time for thousands of bars.
 	Markup template.HTML `json:"-"`
-	ends   []float64
+	ends   []time.Time
 }
 
 // Bar is one run on the timeline: its span, not the whole run. EndedAt is
@@ -168,14 +168,17 @@ func layout(from, to time.Time, name string, runs []lease.Run, lanes []lease.Lan
 		b := Bar{RunID: run.ID, TaskID: run.TaskID, Agent: run.Agent, Attempt: run.Attempt, Outcome: string(run.State),
 			StartedAt: run.StartedAt, EndedAt: api.When(run.FinishedAt), Summary: run.Summary, X: x(run.StartedAt)}
 		b.W = max(x(end)-b.X, 1.5)
-		track := 0 // the first track free at the run's start
-		for track < len(row.ends) && row.ends[track] > b.X+0.01 {
+		// The first track free at the run's start, by the clock: runs that
+		// only touch (one ends as the next starts, as a lane of limit 1
+		// runs them) share a track, whatever their bars' least width.
+		track := 0
+		for track < len(row.ends) && row.ends[track].After(run.StartedAt) {
 			track++
 		}
 		if track == len(row.ends) {
-			row.ends = append(row.ends, 0)
+			row.ends = append(row.ends, time.Time{})
 		}
-		row.ends[track] = b.X + b.W
+		row.ends[track] = end
 		b.Y = float64(track) * barHeight
 		row.Bars = append(row.Bars, b)
 	}

@@ -302,6 +302,10 @@ func TestUI_Bulk(t *testing.T) {
 	if !strings.Contains(body, "Retry 3 failed or cancelled tasks") {
 		t.Errorf("retry confirmation does not say 3:\n%s", body)
 	}
+	_, body = MustGet(t, base, "/tasks/confirm?action=retry&lane=bulk&state=failed")
+	if !strings.Contains(body, "Retry 3 failed tasks") {
+		t.Errorf("retry confirmation under a failed filter does not say failed alone:\n%s", body)
+	}
 	_, body = MustGet(t, base, "/tasks/confirm?action=cancel&lane=bulk")
 	if !strings.Contains(body, "Cancel 1 queued or running task ") {
 		t.Errorf("cancel confirmation does not say 1:\n%s", body)

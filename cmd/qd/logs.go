@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,7 +75,7 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 			if err != nil {
 				return err
 			}
-			return showRun(ctx, env, prov, r, o)
+			return stopped(ctx, showRun(ctx, env, prov, r, o))
 		}
 		if len(args) > 0 {
 			return usageErrorf("logs: give a RUN or --agent, not both")
@@ -87,8 +88,17 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 		if *since > 0 {
 			f.StartedAfter = time.Now().Add(-*since)
 		}
-		return agentLogs(ctx, env, prov, f, o)
+		return stopped(ctx, agentLogs(ctx, env, prov, f, o))
 	}
+}
+
+// stopped is err, unless it says only that ctx ended: a signal (Ctrl-C,
+// SIGTERM) stops a followed log, and that is no error.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
 
 // agentLogs prints the runs f selects oldest first, and with --follow the

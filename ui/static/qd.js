@@ -36,6 +36,15 @@
     window.addEventListener("pagehide", function () { es.close(); });
   }
 
+  // clock writes a time (seconds) on the 24-hour clock, as every other
+  // page does, with the day when withDay: uPlot's own axis and legend
+  // would write some of them on the 12-hour clock.
+  function clock(secs, withDay) {
+    var d = new Date(secs * 1000), two = function (n) { return (n < 10 ? "0" : "") + n; };
+    var t = two(d.getHours()) + ":" + two(d.getMinutes());
+    return withDay ? d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " + t : t;
+  }
+
   function chart(el, title, series, data, unit) {
     if (!el) return;
     el.textContent = "";
@@ -43,8 +52,13 @@
       title: title,
       width: Math.max(el.clientWidth, 320),
       height: 240,
-      series: [{}].concat(series),
-      axes: [{}, { label: unit, size: 60 }],
+      series: [{ value: function (u, v) { return v == null ? "" : clock(v, true); } }].concat(series),
+      axes: [{
+        values: function (u, splits) {
+          var span = splits.length > 1 ? splits[splits.length - 1] - splits[0] : 0;
+          return splits.map(function (v) { return clock(v, span > 86400); });
+        },
+      }, { label: unit, size: 60 }],
       scales: { x: { time: true } },
     };
     new window.uPlot(opts, data, el);

@@ -8,7 +8,9 @@
 # Durations have a unit: "500ms", "30s", "5m", "2h", "2d" (days, which
 # come first: "1d12h"). A number without a unit (10 or "10") is a number of
 # seconds, as on the command line. Zero and negative durations are errors.
-# Relative paths are relative to the directory of this file.
+# Relative paths are relative to the directory of this file; ~ and ~/ in a
+# path (and at the start of a command's program) stand for the home
+# directory of the user qd runs as.
 
 # PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
 # neither and no database here, qd uses a private PostgreSQL cluster of its
@@ -18,8 +20,8 @@
 # pooler=transaction behind a transaction-mode pooler such as PgBouncer
 # (docs/database.md, "Behind a pooler"). Prefer a
 # password in ~/.pgpass (or $PGPASSFILE) over one in this file; qd never
-# prints it.
-database = "postgres://qd@localhost:5432/qd?sslmode=disable"
+# prints it. Default: unset, the private cluster.
+# database = "postgres://qd@localhost:5432/qd?sslmode=disable"
 
 # Name of this supervisor, recorded as the owner of its runs. Two daemons
 # sharing a database need different names: a daemon whose name another
@@ -90,8 +92,10 @@ agent "hello" {
   # Required. The program and its arguments, never run through a shell. A
   # bare name is looked up in $PATH; a relative path is relative to `dir`
   # when it is set, else to this file's directory. It must exist and be
-  # executable, and a script's #! interpreter must exist too.
-  command = ["examples/hello.sh"]
+  # executable, and a script's #! interpreter must exist too. The
+  # repository's examples/hello.sh does what this line does; the line runs
+  # wherever this file is copied.
+  command = ["/bin/sh", "-c", "payload=$(cat); echo \"task $QD_TASK_ID, attempt $QD_ATTEMPT: $payload\"; echo said hello"]
 
   # Working directory of the child. It must exist. Default: qd's own.
   # dir = "/srv/hello"
@@ -167,7 +171,9 @@ agent "hello" {
 }
 
 agent "progress" {
-  command  = ["examples/progress.sh"]
+  # Works STEPS seconds, a line a second (examples/progress.sh also proves
+  # progress with qd heartbeat).
+  command  = ["/bin/sh", "-c", "i=0; while [ $i -lt $STEPS ]; do i=$((i+1)); echo \"step $i of $STEPS\"; sleep 1; done"]
   schedule = "CRON_TZ=UTC */5 * * * *"
   lanes    = ["reports", "nightly"]
   parallel = 2

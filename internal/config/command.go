@@ -16,6 +16,13 @@ import (
 // run it: a bare name on $PATH, a relative path against base (the agent's
 // dir, or the config file's directory). It returns the absolute path.
 func resolveProgram(prog, base string) (string, error) {
+	if strings.HasPrefix(prog, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("program %q: ~ stands for the home directory, and there is none to take (%v)", prog, err)
+		}
+		prog = filepath.Join(home, prog[2:])
+	}
 	if !strings.Contains(prog, "/") {
 		path, err := exec.LookPath(prog)
 		if err != nil {

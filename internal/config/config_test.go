@@ -307,3 +307,25 @@ func TestOwnSocket(t *testing.T) {
 		t.Error("a plain file or nothing counts as a socket")
 	}
 }
+
+// Ensure ~ and ~/ in a path stand for the home directory of the user
+// reading the file.
+func TestLoad_Tilde(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	MustWrite(t, filepath.Join(home, "bin", "agent"), "#!/bin/sh\nexit 0\n", 0o755)
+	c, err := Parse([]byte("state_dir = \"~/.local/state/qd\"\nsocket = \"~/qd.sock\"\n"+
+		"agent \"a\" {\n  command = [\"~/bin/agent\"]\n  schedule = \"@hourly\"\n  dir = \"~\"\n}\n"), "qd.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := c.Agents[0]; a.Command[0] != filepath.Join(home, "bin", "agent") || a.Dir != home {
+		t.Errorf("agent command %q, dir %q; want them under %s", a.Command[0], a.Dir, home)
+	}
+	if want := filepath.Join(home, ".local/state/qd"); c.StateDir != want {
+		t.Errorf("state_dir = %q, want %q", c.StateDir, want)
+	}
+	if want := filepath.Join(home, "qd.sock"); c.Socket != want {
+		t.Errorf("socket = %q, want %q", c.Socket, want)
+	}
+}

@@ -133,7 +133,8 @@ func (d *decoder) top(attrs hcl.Attributes, c *Config) {
 	d.dur(attrs, "notify_give_up", "", &c.NotifyRetry.GiveUp)
 }
 
-// path decodes a path into dst, resolved against the file's directory.
+// path decodes a path into dst, resolved against the file's directory;
+// ~ and ~/ stand for the home directory of the user reading the file.
 // It returns whether dst was set.
 func (d *decoder) path(attrs hcl.Attributes, name, ctx string, dst *string) bool {
 	var p string
@@ -144,8 +145,15 @@ func (d *decoder) path(attrs hcl.Attributes, name, ctx string, dst *string) bool
 	case p == "":
 		d.at(line(attrs[name]), ctx, "%s is empty: leave it out for the default", name)
 		return false
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		home, err := os.UserHomeDir()
+		if err != nil {
+			d.at(line(attrs[name]), ctx, "%s %q: ~ stands for the home directory, and there is none to take (%v); write the full path", name, p, err)
+			return false
+		}
+		p = filepath.Join(home, strings.TrimPrefix(p, "~"))
 	case strings.HasPrefix(p, "~"):
-		d.at(line(attrs[name]), ctx, "%s %q: ~ is not expanded; write the full path", name, p)
+		d.at(line(attrs[name]), ctx, "%s %q: only ~ and ~/ (this user's home) are expanded, not another user's; write the full path", name, p)
 		return false
 	case !filepath.IsAbs(p):
 		p = filepath.Join(d.dir, p)

@@ -147,7 +147,7 @@ func TestLoad_Rejects(t *testing.T) {
 			`1: name "host\tone" must be non-empty, printable and at most 200 bytes`,
 			`2: log_level "loud" is not one of trace, debug, info, warn, error`,
 			`3: log_format "xml" is not one of text, json`,
-			`5: state_dir "~/state": ~ is not expanded; write the full path`,
+			`5: state_dir "~qd/state": only ~ and ~/ (this user's home) are expanded, not another user's; write the full path`,
 			`10: agent "build": dir is empty: leave it out for the default`,
 		}},
 	} {

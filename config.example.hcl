@@ -110,17 +110,24 @@ agent "hello" {
     GREETING = "hello"
   }
 
-  # Required. When to look for work: five cron fields (minute hour
-  # day-of-month month day-of-week, in local time), a descriptor (@hourly,
-  # @daily, @weekly, @monthly, @yearly) or "@every 30s" (any duration of
-  # whole seconds, at least 1s), with an optional "CRON_TZ=Area/City "
-  # prefix. On each tick qd claims tasks of this agent until `parallel`
-  # children run or none is left; a tick with no task queued does nothing.
-  # So this is when qd looks for the agent's work, not a timetable of runs:
-  # to run the agent on a timetable, add a periodic block (below) that
-  # enqueues its tasks. A schedule that never fires (30 February) is an
+  # Required, unless timetable is set. When to look for work: five cron
+  # fields (minute hour day-of-month month day-of-week, in local time), a
+  # descriptor (@hourly, @daily, @weekly, @monthly, @yearly) or "@every 30s"
+  # (any duration of whole seconds, at least 1s), with an optional
+  # "CRON_TZ=Area/City " prefix. On each tick qd claims tasks of this agent
+  # until `parallel` children run or none is left; a tick with no task
+  # queued does nothing. So this is when qd looks for the agent's work, not
+  # a timetable of runs. A schedule that never fires (30 February) is an
   # error.
   schedule = "@every 10s"
+
+  # Run the agent on a timetable, in one line: a task for it at each tick
+  # (same syntax as schedule), as a periodic block of the agent's name
+  # would enqueue it with its defaults (in the agent's first lane, payload
+  # {}, overlap "skip"). Without schedule, the agent wakes on the same
+  # timetable. For another payload or lane, use a periodic block (below).
+  # Default: unset.
+  # timetable = "0 3 * * *"
 
   # Lanes this agent takes tasks from. Default: [] (any lane).
   lanes = ["default"]
@@ -220,6 +227,12 @@ periodic "hourly-hello" {
   # (the default); "once" enqueues one task for all of them, like systemd's
   # Persistent=true.
   catch_up = "skip"
+
+  # A tick while a task this block enqueued is still queued or running (its
+  # lane paused, claims held, its agent slow): "skip" enqueues nothing, the
+  # task that waits is the tick's (the default: no pile-up); "queue"
+  # enqueues another all the same.
+  overlap = "skip"
 
   # Attempts of each task. Default: the agent's max_attempts.
   # max_attempts = 3

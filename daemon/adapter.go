@@ -94,9 +94,19 @@ func schedulerPeriodics(conf *config.Config) []scheduler.Periodic {
 			Name: p.Name, Schedule: p.Sched, CatchUp: p.CatchUp == config.CatchUpOnce,
 			Task: lease.EnqueueParams{
 				Lane: p.Lane, Agent: p.Agent, Payload: []byte(p.Payload),
-				Priority: p.Priority, MaxAttempts: p.MaxAttempts,
+				Priority: p.Priority, MaxAttempts: p.MaxAttempts, DedupeKey: periodicKey(p),
 			},
 		})
 	}
 	return out
+}
+
+// periodicKey is the dedupe key of a periodic block's tasks: with overlap
+// "skip", a tick while one of its tasks is unfinished enqueues nothing
+// (the queue returns the unfinished one); with "queue", none.
+func periodicKey(p config.Periodic) string {
+	if p.Overlap == config.OverlapQueue {
+		return ""
+	}
+	return "periodic:" + p.Name
 }

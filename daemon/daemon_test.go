@@ -392,3 +392,57 @@ func TestDaemon_LaneBlocks(t *testing.T) {
 		t.Errorf("lane the config does not name: %+v, want left at 2 by qd lane set", l)
 	}
 }
+
+// Ensure a periodic schedule whose last task still waits (its lane paused)
+// enqueues nothing more with overlap "skip", the default, and one a tick
+// with overlap "queue".
+func TestDaemon_PeriodicOverlap(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		overlap string
+		many    bool
+	}{{"", false}, {"skip", false}, {"queue", true}} {
+		t.Run("Overlap"+tt.overlap, func(t *testing.T) {
+			q := memlease.New()
+			paused := true
+			if _, err := q.SetLane(ctx, lease.LaneUpdate{Name: "held", Paused: &paused}); err != nil {
+				t.Fatal(err)
+			}
+			overlap := ""
+			if tt.overlap != "" {
+				overlap = fmt.Sprintf("\n  overlap  = %q", tt.overlap)
+			}
+			td := MustStart(t, q, "overlap", "", agent("w", "@every 1h", "/bin/true")+fmt.Sprintf(`
+periodic "tick" {
+  schedule = "@every 1s"
+  agent    = "w"
+  lane     = "held"%s
+}`, overlap))
+			time.Sleep(3500 * time.Millisecond)
+			td.stop()
+			ts, err := q.Tasks(ctx, lease.TaskFilter{Lane: "held"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case !tt.many && len(ts) != 1:
+				t.Errorf("overlap %q: %d tasks after 3 ticks in a paused lane, want 1", tt.overlap, len(ts))
+			case tt.many && len(ts) < 3:
+				t.Errorf("overlap %q: %d tasks after 3 ticks in a paused lane, want one a tick", tt.overlap, len(ts))
+			}
+		})
+	}
+}
+
+// Ensure an agent's timetable runs it: a task at each tick, claimed at
+// once by the daemon that enqueued it.
+func TestDaemon_Timetable(t *testing.T) {
+	q := memlease.New()
+	td := MustStart(t, q, "timetable", "", `agent "w" {
+  command   = ["/bin/true"]
+  timetable = "@every 1s"
+}`)
+	td.waitStatus("a run of the timetable", func(s *api.Snapshot) bool {
+		return len(s.Agents) == 1 && s.Agents[0].Last != nil && s.Agents[0].Last.Outcome == lease.RunCompleted
+	})
+}

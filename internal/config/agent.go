@@ -24,7 +24,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "timeout"}, {Name: "stall_timeout"}, {Name: "kill_grace"},
 		{Name: "retry_backoff"}, {Name: "max_attempts"},
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
-		{Name: "memory_max"}, {Name: "cpu_max"},
+		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
 	},
 }
 
@@ -51,7 +51,17 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	}
 	d.env(attrs, ctx, &a)
 	d.command(attrs, ctx, top, &a)
-	a.Schedule, a.Sched = d.schedule(attrs, ctx, top)
+	if _, ok := attrs["timetable"]; ok {
+		a.Timetable, a.timetable = d.scheduleOf(attrs, "timetable", ctx)
+		a.timetableLine = line(attrs["timetable"])
+	}
+	if _, ok := attrs["schedule"]; !ok && a.timetable != nil {
+		// Woken when its tasks are due: the daemon that enqueues one
+		// claims it at once.
+		a.Schedule, a.Sched = a.Timetable, a.timetable
+	} else {
+		a.Schedule, a.Sched = d.schedule(attrs, ctx, top)
+	}
 	if d.decode(attrs, "lanes", &a.Lanes) {
 		for _, l := range a.Lanes {
 			if !lease.ValidName(l) {
@@ -130,19 +140,51 @@ func (d *decoder) execSize(attrs hcl.Attributes, ctx string, a Agent) {
 
 // schedule decodes and parses a required schedule attribute.
 func (d *decoder) schedule(attrs hcl.Attributes, ctx string, top int) (string, cron.Schedule) {
-	var spec string
 	if _, ok := attrs["schedule"]; !ok {
 		d.at(top, ctx, "schedule is required (a cron expression such as \"*/5 * * * *\", or \"@every 30s\")")
 		return "", nil
 	}
-	if !d.str(attrs, "schedule", &spec) {
+	return d.scheduleOf(attrs, "schedule", ctx)
+}
+
+// scheduleOf decodes and parses the schedule attribute name.
+func (d *decoder) scheduleOf(attrs hcl.Attributes, name, ctx string) (string, cron.Schedule) {
+	var spec string
+	if !d.str(attrs, name, &spec) {
 		return "", nil
 	}
 	sched, err := ParseSchedule(spec)
-	if err != nil {
-		d.at(line(attrs["schedule"]), ctx, "%v", err)
+	switch {
+	case err != nil && name == "schedule":
+		d.at(line(attrs[name]), ctx, "%v", err)
+	case err != nil:
+		d.at(line(attrs[name]), ctx, "%s: %v", name, err)
 	}
 	return spec, sched
+}
+
+// timetables turns each agent's timetable into the periodic schedule it
+// stands for: one task for the agent at each tick, in its first lane, as
+// a periodic block of the agent's name with the defaults would enqueue. A
+// periodic block of the same name is refused.
+func (d *decoder) timetables(c *Config) {
+	for _, a := range c.Agents {
+		if a.timetable == nil {
+			continue
+		}
+		if p := c.Periodic(a.Name); p != nil {
+			d.at(a.timetableLine, fmt.Sprintf("agent %q", a.Name), "timetable stands for a periodic schedule named %q, and %s defines one already; remove one of them", a.Name, p.Pos())
+			continue
+		}
+		lane := lease.DefaultLane
+		if len(a.Lanes) > 0 {
+			lane = a.Lanes[0]
+		}
+		c.Periodics = append(c.Periodics, Periodic{Name: a.Name, Schedule: a.Timetable, Sched: a.timetable,
+			Agent: a.Name, Lane: lane, Payload: "{}", CatchUp: DefaultCatchUp, Overlap: DefaultOverlap,
+			MaxAttempts: a.MaxAttempts, DeclRange: a.DeclRange})
+	}
+	sort.Slice(c.Periodics, func(i, j int) bool { return c.Periodics[i].Name < c.Periodics[j].Name })
 }
 
 func (d *decoder) checkDir(ln int, ctx, dir string) {

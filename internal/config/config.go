@@ -25,6 +25,14 @@ const (
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
 	DefaultCatchUp       = CatchUpSkip
+	DefaultOverlap       = OverlapSkip
+)
+
+// What a periodic schedule does at a tick while a task it enqueued is still
+// queued or running (its lane paused, claims held, its agent slow).
+const (
+	OverlapSkip  = "skip"  // enqueue nothing: the task already waiting is the tick's
+	OverlapQueue = "queue" // enqueue another all the same
 )
 
 // Ranges of an agent's settings that a daemon can honour: a claim takes at
@@ -99,7 +107,14 @@ type Agent struct {
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
 
+	// Timetable is when a task of the agent is enqueued, one at each tick,
+	// as a periodic block of the agent's name would: the one line for "run
+	// this agent on this timetable". Empty: none.
+	Timetable string
+
 	memoryLine, cpuLine int // of memory_max and cpu_max, for CheckHost
+	timetable           cron.Schedule
+	timetableLine       int
 }
 
 // Periodic is one periodic "NAME" block: a task enqueued on a schedule.
@@ -112,6 +127,7 @@ type Periodic struct {
 	Payload     string // JSON text
 	Priority    int
 	CatchUp     string // CatchUpSkip or CatchUpOnce
+	Overlap     string // OverlapSkip or OverlapQueue
 	MaxAttempts int
 	DeclRange   hcl.Range
 }
@@ -129,6 +145,16 @@ func (c *Config) Agent(name string) *Agent {
 	for i := range c.Agents {
 		if c.Agents[i].Name == name {
 			return &c.Agents[i]
+		}
+	}
+	return nil
+}
+
+// Periodic returns the periodic schedule named name, or nil.
+func (c *Config) Periodic(name string) *Periodic {
+	for i := range c.Periodics {
+		if c.Periodics[i].Name == name {
+			return &c.Periodics[i]
 		}
 	}
 	return nil

@@ -81,7 +81,7 @@ func TestLoad_Defaults(t *testing.T) {
 	p := c.Periodics[0]
 	p.Sched = nil
 	wantP := Periodic{Name: "nightly", Schedule: "@daily", Agent: "build", Lane: "default",
-		Payload: "{}", CatchUp: "skip", MaxAttempts: 3, DeclRange: p.DeclRange}
+		Payload: "{}", CatchUp: "skip", Overlap: "skip", MaxAttempts: 3, DeclRange: p.DeclRange}
 	if !reflect.DeepEqual(p, wantP) {
 		t.Errorf("periodic:\ngot  %+v\nwant %+v", p, wantP)
 	}
@@ -151,10 +151,10 @@ func TestLoad_Full(t *testing.T) {
 		}},
 		Periodics: []Periodic{{
 			Name: "hourly", Schedule: "@hourly", Agent: "build", Lane: "default",
-			Payload: "{}", CatchUp: "skip", MaxAttempts: 3,
+			Payload: "{}", CatchUp: "skip", Overlap: "skip", MaxAttempts: 3,
 		}, {
 			Name: "weekly", Schedule: "0 6 * * 0", Agent: "deploy", Lane: "staging",
-			Payload: `{"env": "staging", "n": [1, 2]}`, Priority: -3, CatchUp: "once",
+			Payload: `{"env": "staging", "n": [1, 2]}`, Priority: -3, CatchUp: "once", Overlap: "skip",
 			MaxAttempts: 7, // the agent's
 		}},
 		Lanes: []Lane{{Name: "prod", MaxRunning: &three}, {Name: "staging", Paused: &yes}},
@@ -327,5 +327,41 @@ func TestLoad_Tilde(t *testing.T) {
 	}
 	if want := filepath.Join(home, "qd.sock"); c.Socket != want {
 		t.Errorf("socket = %q, want %q", c.Socket, want)
+	}
+}
+
+// Ensure an agent's timetable stands for a periodic schedule of its name,
+// in its first lane, that the agent wakes on it when it has no schedule,
+// and that a periodic block of the same name is refused at the line.
+func TestLoad_Timetable(t *testing.T) {
+	c, err := Parse([]byte(`agent "backup" {
+  command   = ["/bin/true"]
+  timetable = "0 3 * * *"
+  lanes     = ["nightly", "other"]
+}
+`), "qd.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.Agent("backup")
+	if a.Schedule != "0 3 * * *" || a.Sched == nil {
+		t.Errorf("schedule %q, want the timetable's", a.Schedule)
+	}
+	p := c.Periodic("backup")
+	if p == nil || p.Agent != "backup" || p.Lane != "nightly" || p.Schedule != "0 3 * * *" || p.Overlap != OverlapSkip || p.Sched == nil {
+		t.Errorf("periodic of the timetable: %+v", p)
+	}
+	_, err = Parse([]byte(`agent "backup" {
+  command   = ["/bin/true"]
+  schedule  = "@every 1m"
+  timetable = "0 3 * * *"
+}
+periodic "backup" {
+  agent    = "backup"
+  schedule = "@daily"
+}
+`), "qd.hcl")
+	if err == nil || !strings.Contains(err.Error(), `qd.hcl:4: agent "backup": timetable stands for a periodic schedule named "backup", and qd.hcl:6 defines one already`) {
+		t.Errorf("timetable beside a periodic of the same name: %v", err)
 	}
 }

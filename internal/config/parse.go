@@ -95,6 +95,7 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 		c.Agents[i].Notify.inherit(c.Notify)
 	}
 	c.Periodics = d.periodics(content.Blocks, c)
+	d.timetables(c)
 	c.Lanes = d.lanes(content.Blocks)
 	c.UI = d.ui(content.Blocks)
 	if err := ps.err(); err != nil {

@@ -12,7 +12,7 @@ import (
 var periodicSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "schedule"}, {Name: "agent"}, {Name: "lane"}, {Name: "payload"},
-		{Name: "priority"}, {Name: "catch_up"}, {Name: "max_attempts"},
+		{Name: "priority"}, {Name: "catch_up"}, {Name: "overlap"}, {Name: "max_attempts"},
 	},
 }
 
@@ -29,6 +29,7 @@ func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
 		Lane:      lease.DefaultLane,
 		Payload:   "{}",
 		CatchUp:   DefaultCatchUp,
+		Overlap:   DefaultOverlap,
 		DeclRange: b.DefRange,
 	}
 	attrs, ctx, top := d.enter(b, periodicSchema)
@@ -46,6 +47,7 @@ func (d *decoder) periodic(b *hcl.Block, c *Config) Periodic {
 		d.at(line(attrs["priority"]), ctx, "priority must be between %d and %d, got %d", lease.MinPriority, lease.MaxPriority, p.Priority)
 	}
 	d.oneOf(attrs, "catch_up", ctx, &p.CatchUp, CatchUpSkip, CatchUpOnce)
+	d.oneOf(attrs, "overlap", ctx, &p.Overlap, OverlapSkip, OverlapQueue)
 	p.MaxAttempts = DefaultMaxAttempts
 	if agent != nil {
 		p.MaxAttempts = agent.MaxAttempts

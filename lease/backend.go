@@ -95,6 +95,7 @@ type DashboardStore interface {
 	SetLane(ctx context.Context, u LaneUpdate) (Lane, error)
 	Lanes(ctx context.Context) ([]Lane, error)
 	Task(ctx context.Context, id int64) (Task, error)
+	Run(ctx context.Context, id int64) (Run, error)
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)
 
 	FindTasks(ctx context.Context, q TaskQuery) ([]Task, error)

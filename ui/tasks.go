@@ -181,9 +181,12 @@ var bulkStates = map[string][]lease.TaskState{
 // TaskPage is the task page and its JSON twin: the task and its runs as
 // `qd show --json` has them, and the output of each run.
 type TaskPage struct {
-	Task    api.Task    `json:"task"`
-	Runs    []api.Run   `json:"runs"`
-	Outputs []RunOutput `json:"outputs"`
+	Task api.Task `json:"task"`
+	// ParentTask is the task whose run enqueued this one (Task.ParentRun),
+	// null when none did or it is gone.
+	ParentTask *int64      `json:"parent_task"`
+	Runs       []api.Run   `json:"runs"`
+	Outputs    []RunOutput `json:"outputs"`
 }
 
 // RunOutput is the output of one run, as the task page shows it.
@@ -239,6 +242,11 @@ func (s *server) task(r *http.Request) (any, error) {
 	}
 	daemons := s.daemonsByName(r.Context())
 	p := &TaskPage{Task: api.TaskOf(t), Runs: list(runs, api.RunOf), Outputs: []RunOutput{}}
+	if t.ParentRun != 0 {
+		if parent, err := s.o.Store.Run(r.Context(), t.ParentRun); err == nil {
+			p.ParentTask = &parent.TaskID
+		}
+	}
 	for _, run := range runs {
 		d := daemons[run.Owner]
 		o := RunOutput{RunID: run.ID, Host: d.Host}

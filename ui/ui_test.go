@@ -457,3 +457,31 @@ func TestUI_OutputFollows(t *testing.T) {
 	}
 	t.Fatalf("the appended output never reached the stream: %v", sc.Err())
 }
+
+// Ensure a task's page links the task whose run enqueued it, and says so
+// in its JSON.
+func TestUI_TaskLinksItsParent(t *testing.T) {
+	p, _ := MustProvider(t)
+	ctx := context.Background()
+	parent := MustEnqueueJSON(t, p, "fan", `{}`)
+	l, err := p.Claim(ctx, lease.ClaimParams{Lanes: []string{"fan"}, Owner: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, _, err := p.Enqueue(ctx, lease.EnqueueParams{Lane: "part", Agent: "w", ParentRun: l.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := MustServer(t, p, ui.Options{})
+	_, body := MustGet(t, base, fmt.Sprintf("/tasks/%d", child))
+	if want := fmt.Sprintf(`run %d of <a href="/tasks/%d">task %d</a>`, l.RunID, parent, parent); !strings.Contains(body, want) {
+		t.Errorf("task page does not link its parent (want %q):\n%s", want, body)
+	}
+	_, js := MustGet(t, base, fmt.Sprintf("/api/tasks/%d", child))
+	var page struct {
+		ParentTask *int64 `json:"parent_task"`
+	}
+	if err := json.Unmarshal([]byte(js), &page); err != nil || page.ParentTask == nil || *page.ParentTask != parent {
+		t.Errorf("/api/tasks/%d parent_task = %v (%v), want %d", child, page.ParentTask, err, parent)
+	}
+}

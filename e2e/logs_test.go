@@ -63,3 +63,44 @@ sleep 0.3
 		t.Errorf("qd logs --stderr printed:\n%s", only)
 	}
 }
+
+// Ensure qd logs --task --follow waits for a task's first run when none is
+// claimed yet, follows each of its runs as it starts, and ends by itself
+// once the task has.
+func TestLogs_TaskFollow(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	script := testkit.MustScript(t, t.TempDir(), "twice.sh", `
+echo "try $QD_ATTEMPT"
+[ "$QD_ATTEMPT" -ge 2 ]
+`)
+	d := testkit.StartDaemon(t, qd, db, "tasklogs", fmt.Sprintf("agent \"twice\" {\n  command = [%q]\n  schedule = \"@every 1s\"\n  retry_backoff = \"1s\"\n}\n", script), testkit.DaemonOptions{})
+	id := enqueue(t, qd, db, "tl", "twice", "--in", "2s")
+	follow := exec.Command(qd, "logs", "--config", d.Config, "--task", id, "--follow")
+	follow.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db)
+	var out, errOut testkit.SyncBuffer
+	follow.Stdout, follow.Stderr = &out, &errOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("qd logs --task --follow: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		follow.Process.Kill()
+		t.Fatalf("qd logs --task --follow did not end with its task:\n%s\n%s", out.String(), errOut.String())
+	}
+	got := out.String()
+	for _, want := range []string{"try 1\n", "try 2\n", "attempt 1, lane tl", "attempt 2, lane tl", "task " + id + " done"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("qd logs --task --follow lacks %q:\n%s", want, got)
+		}
+	}
+	if !strings.Contains(errOut.String(), "task "+id+" has no run yet (queued") {
+		t.Errorf("qd logs --task --follow did not say it waits for the first run:\n%s", errOut.String())
+	}
+}

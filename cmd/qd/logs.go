@@ -17,12 +17,16 @@ import (
 var logsCommand = &command{
 	name:    "logs",
 	summary: "print a run's output, or an agent's runs' in order: log file, else the stored tail",
-	usage:   "RUN | --agent A [--lane L] [--since DURATION] [--follow] [--stderr] [--raw]",
+	usage:   "RUN | --task T | --agent A [--lane L] [--since DURATION] [--follow] [--stderr] [--raw]",
 	help: `Prints the run's log file (<state_dir>/runs/<run>.log, state_dir from the
 config) when it is on this machine; otherwise the tail of the output stored on
 the run row. A line on stderr says which one is shown. When the daemon could
 not write the whole log (a full disk), the run says so and why, and the file
 is followed by a marker line and the stored tail.
+
+With --task, prints the output of every run of that task, in attempt order;
+--follow then follows each as it starts, waiting for the first when none is
+claimed yet, until the task is done, failed or cancelled.
 
 With --agent, prints the output of that agent's runs (in --lane, started in
 the last --since) oldest first, each headed by a line naming the run, task,
@@ -56,12 +60,26 @@ func setupLogs(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&o.stderr, "stderr", false, "print only what the agent wrote to stderr")
 	fs.BoolVar(&o.raw, "raw", false, "on a terminal too, print the output byte for byte, control characters and all")
 	agent := fs.String("agent", "", "print the runs of agent `NAME`, oldest first")
+	task := fs.Int64("task", 0, "print the runs of task `ID`, in attempt order (with --follow: until it ends)")
 	lane := fs.String("lane", "", "with --agent: only the runs in lane `NAME`")
 	since := durationFlag(fs, "since", 0, "with --agent: only the runs started in the last `DURATION`")
 	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 		o.stateDir = env.stateDir()
 		if o.raw {
 			env.Stdout = rawOutput(env.Stdout)
+		}
+		if isSet(fs, "task") {
+			switch {
+			case *task <= 0:
+				return usageErrorf("logs: --task %d: a task id is a positive integer", *task)
+			case *agent != "" || len(args) > 0:
+				return usageErrorf("logs: give one of RUN, --task and --agent")
+			}
+			prov, err := env.Provider(ctx)
+			if err != nil {
+				return err
+			}
+			return stopped(ctx, taskLogs(ctx, env, prov, *task, o))
 		}
 		if *agent == "" {
 			if isSet(fs, "lane") || isSet(fs, "since") {
@@ -111,9 +129,7 @@ func agentLogs(ctx context.Context, env *Env, prov lease.Provider, f lease.RunFi
 		}
 		slices.Reverse(runs) // oldest first
 		for _, r := range runs {
-			fmt.Fprintf(env.Stdout, "==> run %d, task %d, attempt %d, lane %s, started %s <==\n",
-				r.ID, r.TaskID, r.Attempt, r.Lane, r.StartedAt.Local().Format(time.RFC3339))
-			if err := showRun(ctx, env, prov, r, o); err != nil {
+			if err := printRun(ctx, env, prov, r, o); err != nil {
 				return err
 			}
 			f.AfterID = max(f.AfterID, r.ID)
@@ -125,6 +141,47 @@ func agentLogs(ctx context.Context, env *Env, prov lease.Provider, f lease.RunFi
 			return nil // interrupted: following ends there
 		}
 	}
+}
+
+// taskLogs prints the runs of task id in attempt order and, with
+// --follow, each run that starts afterwards, until the task has ended and
+// every run of it is printed. A task with no run yet is waited for.
+func taskLogs(ctx context.Context, env *Env, prov lease.Provider, id int64, o logOpts) error {
+	f := lease.RunFilter{TaskID: id}
+	waiting := false
+	for {
+		t, err := prov.Task(ctx, id) // before its runs: a run that ends it is among them
+		if err != nil {
+			return err
+		}
+		runs, err := prov.Runs(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs { // in attempt order
+			if err := printRun(ctx, env, prov, r, o); err != nil {
+				return err
+			}
+			f.AfterID = max(f.AfterID, r.ID)
+		}
+		if !o.follow || t.State.Finished() {
+			return nil
+		}
+		if f.AfterID == 0 && !waiting {
+			waiting = true
+			fmt.Fprintf(env.Stderr, "qd: task %d has no run yet (%s, may run %s); waiting for its first\n", id, t.State, relative(t.RunAfter, time.Now()))
+		}
+		if sleepOrDone(ctx, pollEvery) != nil {
+			return nil
+		}
+	}
+}
+
+// printRun prints r's output headed by the line naming it.
+func printRun(ctx context.Context, env *Env, prov lease.Provider, r lease.Run, o logOpts) error {
+	fmt.Fprintf(env.Stdout, "==> run %d, task %d, attempt %d, lane %s, started %s <==\n",
+		r.ID, r.TaskID, r.Attempt, r.Lane, r.StartedAt.Local().Format(time.RFC3339))
+	return showRun(ctx, env, prov, r, o)
 }
 
 // showRun prints r's output: its log file when this machine has it, else

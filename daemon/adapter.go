@@ -20,8 +20,10 @@ type runner struct{ d *daemon }
 // want of resources (startHold), it says the agent is full; once such a
 // hold ends, and until a child starts again, it leaves one slot free, so
 // that a claim takes one task to try rather than a batch to give back.
+// While the supervisor holds a completion past its lease it says every
+// agent is full: a claim now could take that task again.
 func (r runner) Running(agent string) int {
-	if r.d.holding() || r.d.starts.held() {
+	if r.d.holding() || r.d.starts.held() || r.d.sup.LateCompletions() > 0 {
 		return math.MaxInt32
 	}
 	n := r.d.sup.Running(agent)

@@ -14,7 +14,8 @@ const maxSettleBatch = 256
 // settleReq is one settlement waiting for the settler.
 type settleReq struct {
 	st      lease.Settlement
-	expires int64 // mono ns: retry no later than this
+	expires int64 // mono ns: retry no later than this, unless it completes the run
+	late    bool  // said to be kept past its lease
 	done    chan error
 }
 
@@ -89,8 +90,24 @@ func (s *Supervisor) unsettled() int {
 	return len(s.children)
 }
 
-// settleBatch calls Settle until it answers or every lease in the batch
-// would have expired, backing off between tries.
+// answer hands req its answer, and counts a completion held past its
+// lease as no longer held.
+func (req *settleReq) answer(s *Supervisor, err error) {
+	if req.late {
+		s.lateHeld.Add(-1)
+	}
+	req.done <- err
+}
+
+// LateCompletions counts the completions held past their leases, waiting
+// for the database to answer: while there are any, the daemon claims
+// nothing, so that it never claims again a task whose completion it holds.
+func (s *Supervisor) LateCompletions() int { return int(s.lateHeld.Load()) }
+
+// settleBatch calls Settle until it answers, backing off between tries.
+// A settlement whose lease would have expired is given up, but a
+// completion, which is kept until the supervisor stops: the work is done,
+// and the database takes it late when nothing else ran the task since.
 func (s *Supervisor) settleBatch(batch []*settleReq) {
 	backoff := 100 * time.Millisecond
 	for {
@@ -107,7 +124,7 @@ func (s *Supervisor) settleBatch(batch []*settleReq) {
 				if i < len(errs) && errs[i] != nil {
 					e = errs[i] // already names the run
 				}
-				req.done <- e
+				req.answer(s, e)
 			}
 			return
 		}
@@ -115,10 +132,22 @@ func (s *Supervisor) settleBatch(batch []*settleReq) {
 		now := s.mono()
 		live := batch[:0]
 		for _, req := range batch {
-			if now >= req.expires {
-				req.done <- fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err)
-			} else {
+			switch {
+			case now < req.expires:
 				live = append(live, req)
+			case req.st.Outcome == lease.RunCompleted:
+				// Finished work is kept until the database answers: a
+				// completion past its lease is taken late unless another
+				// run of the task was claimed meanwhile.
+				if !req.late {
+					req.late = true
+					s.lateHeld.Add(1)
+					s.log.Warn("the run completed but the database is out of reach past its lease; its completion is kept and settled when it answers, unless another run of the task is claimed first",
+						"run_id", req.st.RunID)
+				}
+				live = append(live, req)
+			default:
+				req.answer(s, fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err))
 			}
 		}
 		if batch = live; len(batch) == 0 {
@@ -128,7 +157,7 @@ func (s *Supervisor) settleBatch(batch []*settleReq) {
 		case <-time.After(backoff):
 		case <-s.stopSet:
 			for _, req := range batch {
-				req.done <- fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err)
+				req.answer(s, fmt.Errorf("settle run %d: %w: %w", req.st.RunID, errGaveUp, err))
 			}
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -122,6 +123,7 @@ type Supervisor struct {
 
 	wake      chan struct{} // pokes the heartbeat loop
 	settleCh  chan *settleReq
+	lateHeld  atomic.Int64  // completions held past their leases (settle.go)
 	stopSet   chan struct{} // closed when settling gives up (end of drain)
 	stopCtx   context.Context
 	giveUp    func() // closes stopSet and cancels stopCtx

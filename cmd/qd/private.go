@@ -36,6 +36,13 @@ func (e *Env) privateURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if e.readOnly {
+		if url, ok := c.Running(); ok {
+			return url, nil
+		}
+		return "", fmt.Errorf("no private PostgreSQL is running in %s (%s), and this command only reads the queue: "+
+			"start it with qd db start, or point --db or QD_DATABASE_URL at a server", homeShort(c.Dir(), e.Getenv), e.configOrigin())
+	}
 	r, err := c.Start(ctx)
 	if err != nil {
 		return "", err

@@ -15,7 +15,8 @@
 # PostgreSQL URL of the queue. --db and $QD_DATABASE_URL override it; with
 # neither and no database here, qd uses a private PostgreSQL cluster of its
 # own in state_dir/pg, made and started on first use, on a unix socket only
-# (docs/database.md; not under systemd, which kills it with the unit). Add
+# (docs/database.md; a daemon run as a service starts it again if it dies
+# and stops it cleanly when the service stops). Add
 # ?schema=NAME to keep the queue in another schema than "qd", and
 # pooler=transaction behind a transaction-mode pooler such as PgBouncer
 # (docs/database.md, "Behind a pooler"). Prefer a

@@ -48,6 +48,10 @@ type Options struct {
 	// Signals delivers SIGINT, SIGTERM, SIGHUP and SIGPIPE. When nil the
 	// daemon subscribes to them itself.
 	Signals <-chan os.Signal
+	// Server, when not nil, is the database server whose life is the
+	// daemon's (the private cluster): started again when it dies, and
+	// stopped after the drain when its Stop is set (localserver.go).
+	Server *LocalServer
 }
 
 // daemon holds what `qd run` wires together.
@@ -102,12 +106,14 @@ func Run(ctx context.Context, o Options) error {
 		logger.Warn(w)
 	}
 	b := o.Queue
+	closeQueue := func() {}
 	if o.Open != nil {
 		var err error
 		if b, err = o.Open(logger.Named("queue")); err != nil {
 			return err
 		}
-		defer b.Close()
+		closeQueue = sync.OnceFunc(b.Close)
+		defer closeQueue()
 	}
 	queue := b.Provider
 	d := &daemon{logger: logger, logOut: logOut, backend: b, queue: queue, names: b.Names, conf: conf,
@@ -122,6 +128,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer d.inc.close()
+	release := func() {} // the local server is this daemon's once it holds the state directory
+	if o.Server != nil {
+		release = sync.OnceFunc(d.keepServer(o.Server, closeQueue))
+		defer release()
+	}
 	named, err := d.firstClaimName(ctx)
 	if err != nil {
 		return err
@@ -254,6 +265,7 @@ func Run(ctx context.Context, o Options) error {
 	_ = d.service.Ready()
 	_ = d.service.Status("running")
 	err = g.Run()
+	release()
 	logger.Info("qd stopped")
 	return err
 }

@@ -28,6 +28,11 @@
 //   - Signals: the first SIGTERM or SIGINT drains (stop claiming, signal the
 //     children, wait up to shutdown_grace, abandon what is left); a second
 //     one skips the grace.
+//   - The local server (localserver.go): when the daemon runs on the
+//     private cluster, cmd/qd hands it a LocalServer; the daemon starts it
+//     again within a second of its death and, under a service manager,
+//     stops it once the drain is over and the queue closed, before it
+//     exits, since the manager kills what is left of the unit then.
 //   - systemd (sdnotify.go): READY, RELOADING, STOPPING, STATUS and the
 //     watchdog, fed from the heartbeat loop so that a wedged loop restarts
 //     the daemon and a database outage does not.

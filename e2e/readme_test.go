@@ -194,7 +194,7 @@ func TestReadme_CommandsMatchHelp(t *testing.T) {
 		case inCommands && strings.HasPrefix(line, "  "):
 			f := strings.Fields(line)
 			name := f[0]
-			if len(f) > 1 && (name == "lane" || name == "db") {
+			if len(f) > 1 && (name == "lane" || name == "db" || name == "service") {
 				name += " " + f[1]
 			}
 			help = append(help, name)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/qd-run/qd/internal/testkit"
+	"github.com/qd-run/qd/lease"
 )
 
 // MustPTY opens a pseudo-terminal and returns its master and slave ends,
@@ -100,5 +101,40 @@ func TestTerminal_AgentEscapes(t *testing.T) {
 	}
 	if out := onTerminal(t, qd, db, nil, "logs", "--raw", run); !strings.Contains(out, hostile) {
 		t.Errorf("qd logs --raw on a terminal did not pass the bytes on:\n%q", out)
+	}
+}
+
+// Ensure a listing on a terminal says on stderr which queue it reads and
+// where that came from: the URL given (password hidden) by
+// $QD_DATABASE_URL, by --db or by the config's database, or the private
+// cluster the config's state_dir puts it in; and that JSON output, for
+// scripts, says nothing of it.
+func TestTerminal_ListingsNameTheirQueue(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	work := mustQuickstartDir(t, -1, -1)
+	withDB := filepath.Join(work, "db.hcl")
+	writeFile(t, withDB, "database = \""+db+"\"\n")
+	private := filepath.Join(work, "qd.hcl")
+	writeFile(t, private, "state_dir = \"state\"\n")
+	testkit.MustQD(t, qd, "", "db", "start", "--config", private)
+	redacted := lease.Redact(db)
+	for _, c := range []struct {
+		db   string
+		args []string
+		want string
+	}{
+		{db, []string{"tasks"}, "queue: " + redacted + " (from $QD_DATABASE_URL)\n"},
+		{"", []string{"runs", "--db", db}, "queue: " + redacted + " (from --db)\n"},
+		{"", []string{"lane", "list", "--config", withDB}, "queue: " + redacted + " (from database in " + withDB + ")\n"},
+		{"", []string{"tasks", "--config", private}, "queue: private cluster in " + work + "/state/pg (from " + private + ")\n"},
+	} {
+		out := onTerminal(t, qd, c.db, nil, c.args...)
+		if !strings.Contains(strings.ReplaceAll(out, "\r\n", "\n"), c.want) {
+			t.Errorf("qd %s on a terminal does not say %q:\n%s", strings.Join(c.args, " "), c.want, out)
+		}
+	}
+	if out := onTerminal(t, qd, db, nil, "tasks", "--json"); strings.Contains(out, "queue:") {
+		t.Errorf("qd tasks --json names its queue:\n%s", out)
 	}
 }

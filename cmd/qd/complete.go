@@ -36,6 +36,7 @@ func runComplete(ctx context.Context, env *Env, words []string) error {
 		words = []string{""}
 	}
 	before, cur := words[:len(words)-1], words[len(words)-1]
+	env.readOnly = true // a tab never starts the private cluster
 	c := &completer{ctx: ctx, env: env}
 	c.useGlobalFlags(before)
 	for _, cand := range c.complete(before, cur) {

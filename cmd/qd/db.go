@@ -17,7 +17,8 @@ const dbHelp = `The private cluster is the PostgreSQL qd uses when no database i
 (--db, $QD_DATABASE_URL, the config's database): state_dir/pg, where
 state_dir is the config's, else $XDG_STATE_HOME/qd (~/.local/state/qd), or
 /var/lib/qd for root. It listens on a unix socket in that directory only,
-and outlives the command that started it. See docs/database.md.`
+and outlives the command that started it. Commands that only read the queue
+(tasks, runs, show, logs, lane list) never start it. See docs/database.md.`
 
 var dbStartCommand = &command{
 	name:    "db start",
@@ -25,7 +26,7 @@ var dbStartCommand = &command{
 	usage:   "[--config FILE]",
 	help: dbHelp + `
 
-Any command that needs the database starts it too; db start does only that,
+Any command that writes to the queue starts it too; db start does only that,
 and prints its URL.`,
 	db: true,
 	setup: func(*flag.FlagSet) runFunc {
@@ -49,8 +50,9 @@ var dbStopCommand = &command{
 	usage:   "[--config FILE] [--immediate]",
 	help: dbHelp + `
 
-A daemon using it loses its database until the next qd command starts it
-again, and kills the runs whose leases it cannot renew.`,
+A daemon using it loses its database until a command that writes starts it
+again (a daemon starts again a cluster that died, not one stopped), and
+kills the runs whose leases it cannot renew: stop the daemon first.`,
 	db: true,
 	setup: func(fs *flag.FlagSet) runFunc {
 		immediate := fs.Bool("immediate", false, "stop at once, without a shutdown checkpoint (the next start recovers)")
@@ -154,9 +156,9 @@ func renderDBStatus(w io.Writer, s dbStatusJSON, now time.Time) {
 	case s.Running:
 		line("state", fmt.Sprintf("running, pid %d, started %s", s.PID, relative(*s.Since, now)))
 	case s.Created:
-		line("state", "stopped (the next qd command that needs it starts it)")
+		line("state", "stopped (qd db start, or the next command that writes, starts it)")
 	default:
-		line("state", "not made yet (the first qd command that needs it makes it)")
+		line("state", "not made yet (the first command that writes makes it)")
 	}
 	if s.BinError != "" {
 		line("server", s.BinError)

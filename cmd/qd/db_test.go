@@ -33,23 +33,21 @@ func TestRenderDBStatus(t *testing.T) {
 	}
 }
 
-// Ensure a daemon under systemd on the private cluster is warned, and no
-// other daemon is.
-func TestDatabaseWarnings(t *testing.T) {
-	systemd := func(k string) string {
-		if k == "INVOCATION_ID" {
-			return "abc"
+// Ensure a daemon owns its private cluster's stop only under a service
+// manager: systemd's $INVOCATION_ID, or launchd's job com.qd.
+func TestUnderService(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{map[string]string{}, false},
+		{map[string]string{"INVOCATION_ID": "abc"}, true},
+		{map[string]string{"XPC_SERVICE_NAME": "com.qd"}, true},
+		{map[string]string{"XPC_SERVICE_NAME": "0"}, false},
+		{map[string]string{"XPC_SERVICE_NAME": "application.com.apple.Terminal.1"}, false},
+	} {
+		if got := underService(func(k string) string { return c.env[k] }); got != c.want {
+			t.Errorf("underService(%v) = %v, want %v", c.env, got, c.want)
 		}
-		return ""
-	}
-	none := func(string) string { return "" }
-	if w := databaseWarnings(systemd, ""); len(w) != 1 || !strings.Contains(w[0], "KillMode=mixed") {
-		t.Errorf("under systemd without a database: %q", w)
-	}
-	if w := databaseWarnings(systemd, "postgres://db/qd"); w != nil {
-		t.Errorf("under systemd with a database: %q", w)
-	}
-	if w := databaseWarnings(none, ""); w != nil {
-		t.Errorf("outside systemd: %q", w)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 
@@ -23,8 +24,13 @@ type Env struct {
 	ConfigPath  string // --config
 	JSON        bool   // --json
 
-	queue *lease.Backend
-	conf  *config.Config
+	// Set from the command: readOnly never starts the private cluster,
+	// nameQueue says on stderr which queue a listing on a terminal reads.
+	readOnly, nameQueue bool
+
+	queue    *lease.Backend
+	conf     *config.Config
+	confPath string // the file conf came from, "" for the defaults
 	// notes, when not nil, collects what the private cluster has to say
 	// instead of stderr: the daemon logs it.
 	notes *[]string
@@ -49,6 +55,9 @@ func (e *Env) Backend(ctx context.Context) (*lease.Backend, error) {
 		return nil, err
 	}
 	e.queue = b
+	if e.nameQueue && !e.wantJSON() {
+		fmt.Fprintf(e.Stderr, "queue: %s\n", e.queueName(url))
+	}
 	return b, nil
 }
 
@@ -82,7 +91,8 @@ func (e *Env) Close() {
 
 // URL resolves the database URL: --db, then $QD_DATABASE_URL, then the
 // config file's database attribute, then the private cluster under the
-// state directory, started when it is not running.
+// state directory, started when it is not running (unless the command
+// only reads).
 func (e *Env) URL(ctx context.Context) (string, error) {
 	url, err := e.configuredURL()
 	if err != nil || url != "" {
@@ -140,6 +150,6 @@ func (e *Env) Config() (*config.Config, error) {
 			return nil, err
 		}
 	}
-	e.conf = conf
+	e.conf, e.confPath = conf, path
 	return conf, nil
 }

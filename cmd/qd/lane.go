@@ -28,6 +28,7 @@ var laneListCommand = &command{
 	summary: "list lanes with limit, paused, running, queued and oldest queued",
 	usage:   "[--json]",
 	db:      true,
+	reads:   true,
 	json:    true,
 	setup:   func(*flag.FlagSet) runFunc { return runLaneList },
 }

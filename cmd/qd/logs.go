@@ -42,6 +42,7 @@ carriage return) are shown as escapes such as \x1b, so that they cannot
 drive the terminal; --raw prints them as they are. Piped or redirected,
 the output is byte for byte.`,
 	db:    true,
+	reads: true,
 	setup: setupLogs,
 }
 

@@ -39,6 +39,9 @@ var commands = []*command{
 	dbStopCommand,
 	daemonCommand,
 	statusCommand,
+	serviceInstallCommand,
+	serviceStatusCommand,
+	serviceUninstallCommand,
 	uiCommand,
 	versionCommand,
 	completionCommand,
@@ -52,6 +55,9 @@ type command struct {
 	help    string // optional paragraphs shown by `qd help NAME`
 	// db adds --db and --config; json adds --json.
 	db, json bool
+	// reads marks a command that only reads the queue: it never starts the
+	// private cluster, and on a terminal it names the queue it reads.
+	reads bool
 	// setup registers the command's flags and returns the function that runs
 	// it once they are parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -200,6 +206,7 @@ func flagHint(fs *flag.FlagSet, cmd *command, err error) string {
 func execCommand(ctx context.Context, env *Env, cmd *command, args []string) error {
 	fs := newFlagSet(cmd, env)
 	run := cmd.setup(fs)
+	env.readOnly, env.nameQueue = cmd.reads, cmd.reads
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		writeCommandHelp(env.Stdout, cmd)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/qd-run/qd/backend"
+	"github.com/qd-run/qd/daemon"
 	"github.com/qd-run/qd/internal/localpg"
 )
 
@@ -34,6 +36,13 @@ func (e *Env) privateURL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if e.readOnly {
+		if url, ok := c.Running(); ok {
+			return url, nil
+		}
+		return "", fmt.Errorf("no private PostgreSQL is running in %s (%s), and this command only reads the queue: "+
+			"start it with qd db start, or point --db or QD_DATABASE_URL at a server", homeShort(c.Dir(), e.Getenv), e.configOrigin())
+	}
 	r, err := c.Start(ctx)
 	if err != nil {
 		return "", err
@@ -45,6 +54,40 @@ func (e *Env) privateURL(ctx context.Context) (string, error) {
 		e.note(fmt.Sprintf("started the private PostgreSQL %s in %s", r.Version, c.Dir()))
 	}
 	return r.URL, nil
+}
+
+// localServer is the private cluster as a daemon keeps it: started again
+// when it dies and, when the daemon runs as a service, stopped once its
+// runs are settled (daemon/localserver.go).
+func (e *Env) localServer() (*daemon.LocalServer, error) {
+	c, err := e.privateCluster()
+	if err != nil {
+		return nil, err
+	}
+	s := &daemon.LocalServer{Name: "the private PostgreSQL in " + c.Dir(), Died: c.Died,
+		Start: func(ctx context.Context) error { _, err := c.Start(ctx); return err }}
+	if underService(e.Getenv) {
+		s.Stop = func(ctx context.Context) error { _, err := c.Stop(ctx, localpg.Fast); return err }
+	}
+	return s, nil
+}
+
+// underService reports whether a service manager runs this process and
+// kills what it leaves behind: systemd sets $INVOCATION_ID for the
+// processes of a unit, and launchd names its job in $XPC_SERVICE_NAME
+// (com.qd for qd's plist).
+func underService(getenv func(string) string) bool {
+	return getenv("INVOCATION_ID") != "" || strings.HasPrefix(getenv("XPC_SERVICE_NAME"), "com.qd")
+}
+
+// serverNote is what the daemon logs at start about its private cluster.
+func serverNote(s *daemon.LocalServer) string {
+	if s.Stop != nil {
+		return "no database is configured: this service keeps " + s.Name +
+			" running, starts it again if it dies, and stops it after its runs when it stops"
+	}
+	return "no database is configured: this daemon uses " + s.Name +
+		", starts it again if it dies, and leaves it running when it stops"
 }
 
 // note tells the user about the private cluster: on stderr, or in the

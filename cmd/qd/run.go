@@ -73,23 +73,17 @@ wakes, a periodic for an agent this file does not define.`,
 			open := func(logger hclog.Logger) (*lease.Backend, error) {
 				return backend.Open(context.WithoutCancel(ctx), url, logger)
 			}
+			var server *daemon.LocalServer
+			if configured == "" {
+				if server, err = env.localServer(); err != nil {
+					return err
+				}
+				notes = append(notes, serverNote(server))
+			}
 			return daemon.Run(ctx, daemon.Options{Config: conf, Open: open, Stderr: env.Stderr,
-				Note: note, Notes: notes, Warnings: databaseWarnings(env.Getenv, configured),
-				Version: Version(), Signals: daemonSignals})
+				Note: note, Notes: notes, Server: server, Version: Version(), Signals: daemonSignals})
 		}
 	},
-}
-
-// databaseWarnings warns a daemon that systemd runs ($INVOCATION_ID set)
-// with no database configured: the private cluster it uses is a process
-// of its unit, killed with it at every stop or restart.
-func databaseWarnings(getenv func(string) string, configured string) []string {
-	if configured != "" || getenv("INVOCATION_ID") == "" {
-		return nil
-	}
-	return []string{"no database is configured, so this daemon uses the private PostgreSQL of its state_dir, " +
-		"which systemd kills with the unit at every stop or restart (KillMode=mixed): " +
-		"set database in the config to a system PostgreSQL (docs/database.md, docs/service.md)"}
 }
 
 // daemonConfig loads the daemon's config. A missing default file is not an

@@ -20,6 +20,7 @@ and memory peak (measured by the run's cgroup, where it had one), summary.
 With --task, the task's runs in attempt order. JSON when --json is given or
 stdout is not a terminal.`,
 	db:    true,
+	reads: true,
 	json:  true,
 	setup: setupRuns,
 }

@@ -20,6 +20,7 @@ var tasksCommand = &command{
 	help: `Columns: id, lane, agent, state, priority, attempts/max, when it may run
 next (queued tasks), age. JSON when --json is given or stdout is not a terminal.`,
 	db:    true,
+	reads: true,
 	json:  true,
 	setup: setupTasks,
 }
@@ -30,6 +31,7 @@ var showCommand = &command{
 	usage:   "TASK [--json]",
 	help:    `JSON ({"task": ..., "runs": [...]}) when --json is given or stdout is not a terminal.`,
 	db:      true,
+	reads:   true,
 	json:    true,
 	setup:   func(*flag.FlagSet) runFunc { return runShow },
 }

@@ -28,7 +28,13 @@
 // postmaster.pid left by a crash or a reboot, and starts the server with
 // pg_ctl. The server outlives the process that started it: pg_ctl puts it
 // in a session of its own. Only Stop, or a service manager that kills every
-// process of its unit, ends it.
+// process of its unit, ends it. Running gives the URL of a server that
+// answers and starts nothing, for the commands that only read. Died
+// tells a server that went away (killed, crashed, its socket removed) from
+// one that was stopped, cheaply enough for a daemon to watch it: a server
+// stopped cleanly removes its postmaster.pid, a killed one leaves it. The
+// server is started without the variables through which a service manager
+// speaks to qd ($NOTIFY_SOCKET and the like).
 //
 // # Root
 //

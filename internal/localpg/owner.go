@@ -117,12 +117,13 @@ func addSystemUser() error {
 
 // command runs name as the owner, in dir, with this process's environment
 // less the PG* variables (PGPORT or PGDATA would change what the server
-// does).
+// does) and the service manager's (a postgres built with systemd support
+// would send READY=1 to a unit that is qd's, not its own).
 func (o owner) command(dir, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PG") {
+		if !strings.HasPrefix(kv, "PG") && !serviceVar(kv) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -130,6 +131,17 @@ func (o owner) command(dir, name string, args ...string) *exec.Cmd {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.uid, Gid: o.gid, Groups: []uint32{}}}
 	}
 	return cmd
+}
+
+// serviceVar reports whether kv is one of the variables through which
+// systemd speaks to the process it started, and to that one alone.
+func serviceVar(kv string) bool {
+	name, _, _ := strings.Cut(kv, "=")
+	switch name {
+	case "NOTIFY_SOCKET", "WATCHDOG_PID", "WATCHDOG_USEC", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES":
+		return true
+	}
+	return false
 }
 
 // chown gives path to the owner when this process is someone else (root).

@@ -133,8 +133,9 @@ func MustOldSchema(tb testing.TB, upTo int) (string, string) {
 }
 
 // schemaDump lists, one line each, what a schema holds: functions with
-// their definitions, columns, indexes, constraints, relations with their
-// storage options, triggers and recorded migrations.
+// their definitions, columns, the attributes of row types, indexes,
+// constraints, relations with their storage options, triggers and recorded
+// migrations.
 var schemaDump = []string{
 	`SELECT 'function ' || p.oid::regprocedure::text || E'\n' || pg_get_functiondef(p.oid)
 	 FROM pg_proc p WHERE p.pronamespace = $1::text::regnamespace`,
@@ -142,6 +143,8 @@ var schemaDump = []string{
 	        table_name, column_name, ordinal_position, data_type, udt_name, is_nullable,
 	        column_default, is_identity, identity_generation)
 	 FROM information_schema.columns WHERE table_schema = $1`,
+	`SELECT format('attribute %s.%s #%s %s %s', udt_name, attribute_name, ordinal_position, data_type, attribute_udt_name)
+	 FROM information_schema.attributes WHERE udt_schema = $1`,
 	`SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = $1`,
 	`SELECT format('constraint %s %s %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid))
 	 FROM pg_constraint c WHERE c.connamespace = $1::text::regnamespace`,

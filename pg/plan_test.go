@@ -45,7 +45,7 @@ func TestPlans_NoSeqScanWithHistory(t *testing.T) {
 
 	x := MustExplainer(t)
 	x.workload(p, expired.RunID)
-	x.check([]string{"Update on runs", "Update on tasks", "Insert on runs", "runs_running_lane_idx", "tasks_eligible_idx"})
+	x.check(append(workloadPlans, "runs_running_lane_idx", "tasks_eligible_idx"))
 }
 
 // Ensure the plans a session made while tasks and runs were empty (as on a
@@ -77,7 +77,17 @@ func TestPlans_NoSeqScanAfterGrowth(t *testing.T) {
 	}
 	x.reset()
 	x.workload(p, 0)
-	x.check([]string{"Update on runs", "Update on tasks", "Insert on runs"})
+	x.check(workloadPlans)
+}
+
+// workloadPlans appear in the plans of every workload: its statements
+// were explained, those of each way a claim goes included.
+var workloadPlans = []string{
+	"Update on runs", "Update on tasks", "Insert on runs",
+	"tasks_head_idx", "tasks_agent_head_idx", // claim_head, of any agent and of one
+	"claim_named(ARRAY(SELECT",          // claim_any, when the head falls short
+	"WHERE r.claim_token = p_token AND", // claim, a token used before
+	"SELECT r.task_id, r.id, s.event",   // settle_runs, a settlement with an event
 }
 
 // explainer is a session that logs the plan of every statement run inside
@@ -149,18 +159,35 @@ func (x *explainer) run(sql string, args ...any) {
 	}
 }
 
-// workload runs every function of the schema once: claims of one, several
-// and any lane, a heartbeat and a settlement of live runs, abandon_owner and
-// enqueue. When expired is not 0 it must have been reaped by then.
+// workload runs every function of the schema: claims of one, several and
+// any lane (of one agent, and of any when the head of the queue is a
+// paused lane's, so that every lane is looked at), a claim with a token
+// used before, a heartbeat and settlements of live runs (settle_runs, and
+// settle as older builds call it), abandon_owner and enqueue. When expired
+// is not 0 it must have been reaped by then.
 func (x *explainer) workload(p *pg.Provider, expired int64) {
 	x.t.Helper()
 	t, s := x.t, p.Schema()
 	// Tokens of their own each time: a token used before only returns its
 	// earlier claim's runs.
 	x.rounds++
+	if x.rounds == 1 {
+		// The head of the queue of any agent is a paused lane's, so that
+		// the claim of any lane and agent looks at every lane.
+		ctx := context.Background()
+		if _, err := p.SetLane(ctx, lease.LaneUpdate{Name: "paused", Paused: boolp(true)}); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			MustEnqueue(t, p, lease.EnqueueParams{Lane: "paused", Agent: "b", Priority: -1})
+		}
+	}
 	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1, 'plan-1-%d')`, s, x.rounds))
 	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, 'a', 'o', '', '1 minute', 4, 'plan-2-%d')`, s, x.rounds))
 	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h1', 'h2'], NULL, 'o', '', '1 minute', 2, 'plan-3-%d')`, s, x.rounds))
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(NULL, NULL, 'o', '', '1 minute', 1, 'plan-4-%d')`, s, x.rounds))
+	// A token used before: the runs of its claim, claiming nothing.
+	x.run(fmt.Sprintf(`SELECT * FROM %s.claim(ARRAY['h0'], NULL, 'o', '', '1 minute', 1, 'plan-1-%d')`, s, x.rounds))
 	live, err := p.Runs(context.Background(), lease.RunFilter{State: lease.RunRunning})
 	if err != nil || len(live) < 2 {
 		t.Fatalf("live runs: %d %v", len(live), err)
@@ -172,8 +199,11 @@ func (x *explainer) workload(p *pg.Provider, expired int64) {
 	}
 	x.run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4, $5)`, s),
 		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil}, []*string{nil, nil})
+	x.run(fmt.Sprintf(`SELECT * FROM %[1]s.settle_runs(ARRAY[ROW($1, NULL, 'failed', '', NULL, NULL, NULL, NULL, false, NULL, NULL,
+		'disk full', 'timeout')::%[1]s.settlement])`, s), live[0].ID)
+	// The settlement call of older builds, which hands its rows to settle_runs.
 	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, s),
-		[]int64{live[0].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false},
+		[]int64{live[1].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false},
 		[]*int64{nil}, []*int64{nil}, []*string{nil})
 	x.run(fmt.Sprintf(`SELECT * FROM %s.abandon_owner('o', ARRAY['x'], 'gone')`, s))
 	x.run(fmt.Sprintf(`SELECT * FROM %s.enqueue('h3', 'a', '{}', 0, NULL, NULL, 3, 'key', NULL)`, s))

@@ -251,3 +251,49 @@ func TestSettle_WritesEachRowOnce(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a qd built for schema version 16 to 18 still settles on this
+// schema: it calls settle with eleven parallel arrays (and writes log_error
+// itself), and each run answers as it would through Settle.
+func TestSettle_OlderBuildsCall(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	task := MustEnqueue(t, p, lease.EnqueueParams{Lane: "old", Agent: "a"})
+	l := MustClaim(t, p, lease.ClaimParams{Lanes: []string{"old"}, Owner: "o"})
+	conn := MustConn(t)
+	settle := func(id int64, outcome string, token *string) string {
+		t.Helper()
+		var st string
+		err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, p.Schema()),
+			[]int64{id}, []string{outcome}, []string{"exited 0"}, []*int32{new(int32)}, []*string{nil}, []string{"tail\n"},
+			[]*time.Duration{nil}, []bool{false}, []*int64{nil}, []*int64{nil}, []*string{token}).Scan(&st)
+		if err != nil {
+			t.Fatalf("settle as an older qd: %v", err)
+		}
+		return st
+	}
+	other := "another claim's token"
+	for _, c := range []struct {
+		id      int64
+		outcome string
+		token   *string
+		want    string
+	}{
+		{l.RunID, "completed", &other, "missing"},
+		{l.RunID, "completed", &l.ClaimToken, "ok"},
+		{l.RunID, "completed", &l.ClaimToken, "same"},
+		{l.RunID, "failed", nil, "lost"},
+		{1 << 40, "completed", nil, "missing"},
+	} {
+		if got := settle(c.id, c.outcome, c.token); got != c.want {
+			t.Errorf("settle run %d %s as an older qd: %q, want %q", c.id, c.outcome, got, c.want)
+		}
+	}
+	if r := MustRun(t, p, l.RunID); r.State != lease.RunCompleted || r.Summary != "exited 0" || r.OutputTail != "tail\n" ||
+		r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("run settled by an older qd: %+v", r)
+	}
+	if tk := MustTask(t, p, task); tk.State != lease.TaskDone {
+		t.Errorf("task of a run an older qd settled: %s, want done", tk.State)
+	}
+}

@@ -25,7 +25,9 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "retry_backoff"}, {Name: "max_attempts"},
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
+		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
 
 // agents decodes the agent blocks, sorted by name.
@@ -50,6 +52,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		d.checkDir(line(attrs["dir"]), ctx, a.Dir)
 	}
 	d.env(attrs, ctx, &a)
+	d.box(attrs, ctx, &a)
 	d.command(attrs, ctx, top, &a)
 	if _, ok := attrs["timetable"]; ok {
 		a.Timetable, a.timetable = d.scheduleOf(attrs, "timetable", ctx)

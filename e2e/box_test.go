@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/internal/testkit"
 )
 
@@ -306,7 +308,7 @@ func TestBox_Network(t *testing.T) {
 }
 `, n.name, script, n.name, r.open, n.network)
 			}
-			r.start(t, body.String())
+			d := r.start(t, body.String())
 			for _, c := range []struct {
 				agent  string
 				pg, ui bool
@@ -319,7 +321,45 @@ func TestBox_Network(t *testing.T) {
 					}
 				}
 			}
+			mustShowBoxes(t, d, "http://"+uiAddr)
 		})
+	}
+}
+
+// mustShowBoxes checks that qd status and the dashboard's overview show
+// each agent's sandbox network as the daemon's status has it.
+func mustShowBoxes(t *testing.T, d *testkit.Daemon, ui string) {
+	t.Helper()
+	status, _, _ := testkit.QD(t, d.Cmd.Path, "", "status", "--socket", d.Socket)
+	resp, err := http.Get(ui + "/api/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var overview struct {
+		Agents []struct {
+			Name string         `json:"name"`
+			Box  *api.BoxStatus `json:"box"`
+		} `json:"agents"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&overview); err != nil {
+		t.Fatalf("GET /api/overview: %v", err)
+	}
+	for _, a := range d.Status(t).Agents {
+		if a.Box == nil || a.Box.Sandbox == nil {
+			t.Errorf("status of agent %s: no sandbox", a.Name)
+			continue
+		}
+		if line := a.Name + " sandbox: network " + a.Box.Sandbox.Network; !containsCollapsed(status, line) {
+			t.Errorf("qd status does not show %q:\n%s", line, status)
+		}
+		found := false
+		for _, o := range overview.Agents {
+			found = found || (o.Name == a.Name && o.Box != nil && o.Box.Text() == a.Box.Text())
+		}
+		if !found {
+			t.Errorf("the dashboard's overview does not show agent %s's box %q: %+v", a.Name, a.Box.Text(), overview.Agents)
+		}
 	}
 }
 
@@ -379,7 +419,8 @@ agent "nobody" {
 
 // Ensure a fresh workdir: two runs see different empty directories, each
 // removed after its run; with keep_workdir = "failed" a failed run's
-// stays, and qd show names it in the run's summary.
+// stays, qd show names it in the run's summary, and qd prune removes it
+// with the run.
 func TestBox_Workdir(t *testing.T) {
 	qd, db := testkit.MustQueue(t)
 	script := testkit.MustScript(t, t.TempDir(), "agent.sh", `echo "pwd $(pwd) $QD_WORKDIR $(ls -A | wc -l)"; touch mine; exit $(cat)`)
@@ -418,6 +459,11 @@ func TestBox_Workdir(t *testing.T) {
 	show := testkit.MustQD(t, qd, db, "show", id)
 	if !strings.Contains(show, "workdir kept at "+kept) {
 		t.Errorf("qd show does not name the kept workdir:\n%s", show)
+	}
+	time.Sleep(1100 * time.Millisecond) // prune takes what finished a second ago
+	testkit.MustQD(t, qd, db, "prune", "--older-than", "1s", "--config", d.Config)
+	if _, err := os.Stat(kept); err == nil {
+		t.Error("qd prune left the kept workdir of the run it pruned")
 	}
 }
 
@@ -489,4 +535,11 @@ func TestBox_Refusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// containsCollapsed reports whether out holds want when runs of spaces
+// count as one: a table's columns may be of any width.
+func containsCollapsed(out, want string) bool {
+	collapse := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	return strings.Contains(collapse(out), collapse(want))
 }

@@ -1,14 +1,19 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/qd-run/qd/internal/box"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/lease/memlease"
 )
 
 // mustOpenScript writes an executable shell script in a directory any
@@ -153,5 +158,50 @@ func TestSupervisor_Box(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(h.state), "ran")); err == nil {
 		t.Error("the program ran, though its box could not be made")
+	}
+}
+
+// BenchmarkStart measures one Start, from the call until the agent's
+// program runs (/bin/true): plainly, in a box with the host's network, in
+// a box with none, as the shim of a qd binary when QD_BENCH_SHIM names one
+// (else this test binary serves as the shim). go test -bench Start -run ^$
+func BenchmarkStart(b *testing.B) {
+	mem := memlease.New()
+	s, err := New(Config{Provider: mem, StateDir: b.TempDir(), Logger: hclog.NewNullLogger(), Owner: "bench", Instance: "i1",
+		Shim: os.Getenv("QD_BENCH_SHIM")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Loop(ctx)
+	for _, c := range []struct {
+		name string
+		box  *box.Spec
+	}{{"Plain", nil}, {"BoxHost", &box.Spec{Net: box.NetHost}}, {"BoxNone", &box.Spec{Net: box.NetNone}}} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.box != nil && s.BoxSupport().Reason != "" {
+				b.Skip(s.BoxSupport().Reason)
+			}
+			for b.Loop() {
+				b.StopTimer()
+				if _, _, err := mem.Enqueue(ctx, lease.EnqueueParams{Agent: "agent"}); err != nil {
+					b.Fatal(err)
+				}
+				l, err := mem.Claim(ctx, lease.ClaimParams{Owner: "bench", Instance: "i1", Lease: time.Minute})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if err := s.Start(l, Spec{Agent: "agent", Command: []string{"/bin/true"}, Lease: time.Minute, Box: c.box}); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for len(s.Snapshot()) > 0 {
+					time.Sleep(time.Millisecond)
+				}
+				b.StartTimer()
+			}
+		})
 	}
 }

@@ -273,3 +273,23 @@ func TestShim_Refuses(t *testing.T) {
 		t.Error("the program ran though its box could not be made")
 	}
 }
+
+// Ensure a boxed child cannot reach the processes outside its box: it
+// sees the process that started it in /proc, but not its environment
+// (which holds a run's token) nor its root, and, where Landlock scopes
+// signals (ABI 6), cannot signal it.
+func TestShim_Processes(t *testing.T) {
+	want := "cmdline-yes\ndone"
+	if box.Probe("/proc/self/exe").Landlock < 6 {
+		want = "cmdline-yes\nkill-yes\ndone"
+	}
+	r := runBoxed(t, box.Spec{Net: box.NetHost, Dir: "/"}, -1, `p=$(cut -d' ' -f4 /proc/$$/stat)
+test -r /proc/$p/cmdline && echo cmdline-yes
+cat /proc/$p/environ >/dev/null 2>&1 && echo environ-yes
+ls /proc/$p/root/ >/dev/null 2>&1 && echo root-yes
+kill -0 $p 2>/dev/null && echo kill-yes
+echo done`)
+	if r.boxErr != nil || strings.TrimSpace(r.out) != want {
+		t.Errorf("box %v, output %q; want only the command line readable", r.boxErr, r.out)
+	}
+}

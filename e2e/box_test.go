@@ -48,7 +48,7 @@ type boxMode struct {
 var boxModes = []boxMode{
 	{"Root", nil, ""},
 	{"RootAsNobody", nil, "nobody"},
-	{"Unprivileged", nobodyCred, ""},
+	{"Unprivileged", nobodyCred, "nobody"}, // its own user
 }
 
 // boxRig is what a box test's daemon is made of: its directory, outside
@@ -161,17 +161,21 @@ func (r *boxRig) followUps(t *testing.T) []int64 {
 // which must be held to the same. $1 is who it is.
 const boxCheck = `who=${1:-child}
 try() { if sh -c "$2" >/dev/null 2>&1; then echo "$who $1 yes"; else echo "$who $1 no"; fi; }
-[ "$who" = child ] && export OTHER=$(cat | tr -d '"')
+[ "$who" = child ] && { read OTHER OTHERLOG; export OTHER OTHERLOG; } <<EOF
+$(tr -d '"')
+EOF
 try etc "echo x > /etc/qd-box-$who"
 try state "echo x > $STATE/qd-box-$who"
 try beside "echo x > $(dirname "$QD_WORKDIR")/qd-box-$who"
 try secret "cat $SECRET"
 try other "ls $OTHER"
+try otherlog "cat $OTHERLOG"
 try config "grep -q database $CONFIG"
 try workdir "echo x > $QD_WORKDIR/$who && cat $QD_WORKDIR/$who"
 try write "echo x > $OUT/$who"
 try tmp "echo x > /tmp/$who && cat /tmp/$who"
 try enqueue "$QD enqueue --lane followups --agent nothing '{\"from\":\"$who\"}'"
+try heartbeat "$QD heartbeat $QD_RUN_ID"
 if [ "$who" = child ]; then
   setsid -w sh "$0" grandchild </dev/null
   echo "uid $(id -u)"
@@ -181,10 +185,10 @@ fi
 // Ensure a sandboxed run, and a grandchild it starts in a session of its
 // own, cannot create a file in /etc, in the daemon's state directory or
 // beside its workdir, read a file under root's (or the daemon user's)
-// home, list another run's kept workdir or read the daemon's config; and
-// can write its workdir, its write path and its /tmp, and enqueue through
-// $QD_SOCKET: as root, as root for user nobody, and as an unprivileged
-// daemon.
+// home, list another run's kept workdir, read its log or read the
+// daemon's config; and can write its workdir, its write path and its
+// /tmp, and enqueue and heartbeat through $QD_SOCKET: as root, as root
+// for user nobody, and as an unprivileged daemon (naming its own user).
 func TestBox_Sandbox(t *testing.T) {
 	for _, mode := range boxModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -204,7 +208,7 @@ func TestBox_Sandbox(t *testing.T) {
 			state := filepath.Join(r.dir, "state")
 			body := fmt.Sprintf(`database = "postgres://qd:secret@db.example/qd"
 agent "keeper" {
-  command      = ["/bin/sh", "-c", "touch $QD_WORKDIR/kept"]
+  command      = ["/bin/sh", "-c", "touch $QD_WORKDIR/kept; echo kept"]
   schedule     = "@every 1s"
   lanes        = ["keeper"]
   workdir      = "fresh"
@@ -230,11 +234,15 @@ agent "boxed" {
 			if _, err := os.Stat(filepath.Join(other, "kept")); err != nil {
 				t.Fatalf("the keeper's workdir is not kept: %v", err)
 			}
-			id := testkit.MustQD(t, r.qd, r.db, "enqueue", "--lane", "boxed", "--agent", "boxed", strconv.Quote(other))
+			otherLog := filepath.Join(state, "runs", strconv.FormatInt(kept.ID, 10)+".log")
+			if _, err := os.Stat(otherLog); err != nil {
+				t.Fatalf("the keeper's log: %v", err)
+			}
+			id := testkit.MustQD(t, r.qd, r.db, "enqueue", "--lane", "boxed", "--agent", "boxed", strconv.Quote(other+" "+otherLog))
 			run, out := r.logsOf(t, id, "done")
 			for _, who := range []string{"child", "grandchild"} {
 				for what, want := range map[string]string{"etc": "no", "state": "no", "beside": "no", "secret": "no", "other": "no",
-					"config": "no", "workdir": "yes", "write": "yes", "tmp": "yes", "enqueue": "yes"} {
+					"otherlog": "no", "config": "no", "workdir": "yes", "write": "yes", "tmp": "yes", "enqueue": "yes", "heartbeat": "yes"} {
 					if line := who + " " + what + " "; !strings.Contains(out, line+want) {
 						t.Errorf("%s: %q, want %s; output:\n%s", who, line, want, out)
 					}

@@ -209,8 +209,8 @@ func (s *Supervisor) spawnChild(c *child, env []string, stdin, stdout, stderr *o
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.SysProcAttr = sysProcAttr(&c.pidfd)
-	if u := c.spec.User; u != nil {
-		credential(cmd.SysProcAttr, u)
+	if u := c.spec.User; u != nil && os.Geteuid() == 0 {
+		credential(cmd.SysProcAttr, u) // any other daemon runs it as itself
 	}
 	st, err := s.boxed(c, cmd)
 	if err != nil {

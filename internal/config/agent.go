@@ -49,7 +49,8 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	defer d.leave()
 
 	if d.path(attrs, "dir", ctx, &a.Dir) {
-		d.checkDir(line(attrs["dir"]), ctx, a.Dir)
+		a.dirLine = line(attrs["dir"])
+		d.checkDir(a.dirLine, ctx, a.Dir)
 	}
 	d.env(attrs, ctx, &a)
 	d.box(attrs, ctx, &a)

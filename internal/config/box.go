@@ -250,11 +250,15 @@ func (d *decoder) boxes(c *Config) {
 			continue
 		}
 		ctx := fmt.Sprintf("agent %q sandbox", a.Name)
+		dir := []string{}
+		if a.Dir != "" {
+			dir = append(dir, a.Dir) // a boxed run is shown its dir
+		}
 		for _, list := range []struct {
 			name  string
 			paths []string
 			line  int
-		}{{"read", s.Read, s.readLine}, {"write", s.Write, s.writeLine}} {
+		}{{"read", s.Read, s.readLine}, {"write", s.Write, s.writeLine}, {"dir", dir, a.dirLine}} {
 			for _, p := range list.paths {
 				if within(c.StateDir, p) || within(p, c.StateDir) {
 					d.at(list.line, ctx, "%s path %s overlaps the daemon's state directory %s, which a box never shows (it holds every run's output); list directories beside it",

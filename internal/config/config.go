@@ -122,7 +122,7 @@ type Agent struct {
 	Timetable string
 
 	memoryLine, cpuLine int // of memory_max and cpu_max, for CheckHost
-	userLine            int // of user, for CheckHost
+	userLine, dirLine   int // of user and dir, for CheckHost and boxes
 	timetable           cron.Schedule
 	timetableLine       int
 }

@@ -129,6 +129,7 @@ func TestLoad_Rejects(t *testing.T) {
 			`59: agent "noports" sandbox: network = [] lists no port: for no network at all, write network = "none"`,
 			`67: agent "state" sandbox: read path {dir} overlaps the daemon's state directory {dir}/state, which a box never shows (it holds every run's output); list directories beside it`,
 			`70: agent "state": sandbox is defined twice, at lines 66 and 70`,
+			`77: agent "statedir" sandbox: dir path {dir}/state overlaps the daemon's state directory {dir}/state, which a box never shows (it holds every run's output); list directories beside it`,
 		}},
 		{"dir", []string{
 			`4: agent "missing": dir {dir}/nowhere does not exist`,

@@ -70,3 +70,11 @@ agent "state" {
   sandbox {
   }
 }
+
+agent "statedir" {
+  command  = ["/bin/true"]
+  schedule = "@hourly"
+  dir      = "state"
+  sandbox {
+  }
+}

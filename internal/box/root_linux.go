@@ -97,17 +97,16 @@ func plan(s Spec, args []string) (*root, error) {
 	return r, nil
 }
 
-// add adds path to the box, once (a path both read and written is
-// written), and returns its index in binds.
-func (r *root) add(path string, file, write bool) int {
+// add adds path to the box, once: a path both read and written is
+// written.
+func (r *root) add(path string, file, write bool) {
 	for i := range r.binds {
 		if r.binds[i].path == path {
 			r.binds[i].write = r.binds[i].write || write
-			return i
+			return
 		}
 	}
 	r.binds = append(r.binds, bind{path: path, file: file, write: write, tree: -1})
-	return len(r.binds) - 1
 }
 
 // addPath adds a path of the Spec, a directory or a file.

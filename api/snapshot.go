@@ -167,7 +167,7 @@ type BoxStatus struct {
 // write besides the system's, their network ("host", "none" or "TCP
 // ports 443, 5432"), and what the box is made of on this host
 // ("Landlock ABI 7, mount and network namespaces, no_new_privs, no
-// capabilities").
+// capabilities" for network "none").
 type SandboxStatus struct {
 	Read     []string `json:"read"`
 	Write    []string `json:"write"`

@@ -71,7 +71,7 @@ func boxStatus(a *config.Agent, support func() box.Support) *api.BoxStatus {
 	}
 	if s := a.Sandbox; s != nil {
 		st.Sandbox = &api.SandboxStatus{Read: nonNil(s.Read), Write: nonNil(s.Write),
-			Network: box.NetText(s.Network, s.Ports), Enforced: support().String()}
+			Network: box.NetText(s.Network, s.Ports), Enforced: support().For(s.Network)}
 	}
 	return st
 }

@@ -126,14 +126,22 @@ func (s Support) Check(net string) error {
 	return nil
 }
 
-// String says what a box here is made of, as status shows it.
-func (s Support) String() string {
+// For says what a box with network net is made of here, as status
+// shows it.
+func (s Support) For(net string) string {
 	if s.Reason != "" || s.OS != "linux" {
 		return "no box: " + s.Reason
 	}
-	ns := "mount and network namespaces"
+	ns := "a mount namespace"
+	if net == NetNone {
+		ns = "mount and network namespaces"
+	}
 	if s.UserNS {
 		ns += " in a user namespace"
 	}
-	return fmt.Sprintf("Landlock ABI %d, %s, no_new_privs, no capabilities", s.Landlock, ns)
+	ll := fmt.Sprintf("Landlock ABI %d", s.Landlock)
+	if net == NetPorts {
+		ll += " with TCP rules"
+	}
+	return fmt.Sprintf("%s, %s, no_new_privs, no capabilities", ll, ns)
 }

@@ -176,6 +176,35 @@ agent "hello" {
   # Default: unset, no bound.
   # memory_max = "2G"
   # cpu_max    = 1.5
+
+  # Who its runs run as, for a daemon that is root: the child gets that
+  # user's uid, gid, supplementary groups and HOME (group, when set,
+  # replaces the primary group). The user must exist; a daemon that is
+  # not root may name only its own user. Default: the daemon's user.
+  # user  = "nobody"
+  # group = "nogroup"
+
+  # "fresh": each run works in a new empty directory,
+  # state_dir/work/RUN_ID ($QD_WORKDIR), owned by its user and removed when
+  # it ends, unless keep_workdir is "failed" (kept when the run did not
+  # complete; qd show names it) or "always". Not with dir. Default: unset,
+  # the working directory is dir's.
+  # workdir      = "fresh"
+  # keep_workdir = "failed"
+
+  # Keep each run, and all it starts, in a box (docs/sandbox.md): it reads
+  # only the system directories (/usr, /bin, /sbin, /lib*, /etc), its
+  # program, qd and read; writes only its workdir, write and a private
+  # /tmp; sees nothing else of the host (not state_dir, not other runs, not
+  # homes), gains no privilege, and reaches the daemon through $QD_SOCKET.
+  # network: "host" (default), "none" (a loopback of its own only), or the
+  # TCP ports it may connect to. Paths must exist. Linux only: refused
+  # where the kernel lacks what it needs (Landlock, namespaces).
+  # sandbox {
+  #   read    = ["/srv/repos"]
+  #   write   = ["/srv/repos/out"]
+  #   network = ["443", "5432"]
+  # }
 }
 
 agent "progress" {

@@ -134,6 +134,9 @@ func ownTasks(s *Server, c Caller, r *http.Request) error {
 func (s *Server) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.identify(r)
+		if err == nil && s.runsOnly && c.Operator() {
+			err = refusef("this socket serves only the runs of agents that run as another user, each proved by its token (QD_RUN_TOKEN, sent as %s) or its processes; use the daemon's own socket", TokenHeader)
+		}
 		if err == nil && rt.who != nil {
 			err = rt.who(s, c, r)
 		}

@@ -36,6 +36,11 @@ type peerAnswer struct {
 
 func mustCallerRig(t *testing.T) *callerRig {
 	t.Helper()
+	return mustRig(t, Listen)
+}
+
+func mustRig(t *testing.T, listen func(string, Daemon, hclog.Logger) (*Server, error)) *callerRig {
+	t.Helper()
 	rig := &callerRig{path: socketPath(t), log: &SyncLog{}, tokens: map[string]RunRef{"tok-a": {10, 1}, "tok-b": {20, 2}}}
 	rig.peer.Store(&peerAnswer{})
 	d := fakeDaemon{
@@ -51,7 +56,7 @@ func mustCallerRig(t *testing.T) *callerRig {
 		},
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(rig.log, tlogWriter{t}), Level: hclog.Debug})
-	s, err := Listen(rig.path, d, logger)
+	s, err := listen(rig.path, d, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +185,48 @@ func TestServer_CallerRules(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Ensure the runs' socket (ListenRuns) is open to every user and serves
+// only runs: a run proved by its token or its process is answered as on
+// the daemon's socket, with the same rules, and anyone else, whatever it
+// asks, is refused in a line that says how to be proved and names the
+// daemon's own socket, without the daemon being asked.
+func TestListenRuns_RunsOnly(t *testing.T) {
+	rig := mustRig(t, ListenRuns)
+	if fi, err := os.Stat(rig.path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Fatalf("runs' socket: %v, mode %v; want 0666", err, fi.Mode().Perm())
+	}
+	for _, c := range []struct {
+		name         string
+		peer         RunRef
+		token        string
+		method, path string
+		want         int
+	}{
+		{"Token/Status", RunRef{}, "tok-a", "GET", StatusPath, 200},
+		{"Token/ProgressSelf", RunRef{}, "tok-a", "POST", "/v1/runs/10/progress", 204},
+		{"Token/ProgressOther", RunRef{}, "tok-a", "POST", "/v1/runs/20/progress", 403},
+		{"Process/ProgressSelf", RunRef{RunID: 10, TaskID: 1}, "", "POST", "/v1/runs/10/progress", 204},
+		{"Nobody/Status", RunRef{}, "", "GET", StatusPath, 403},
+		{"Nobody/Cancel", RunRef{}, "", "POST", "/v1/tasks/2/cancel", 403},
+		{"Nobody/Enqueue", RunRef{}, "", "POST", TasksPath, 403},
+		{"Forged/Status", RunRef{}, "tok-forged", "GET", StatusPath, 403},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rig.peer.Store(&peerAnswer{run: c.peer})
+			got, body, asked := rig.send(t, c.method, c.path, c.token, `{"lane":"l","agent":"a"}`)
+			if got != c.want {
+				t.Fatalf("%s %s: %d (%s), want %d", c.method, c.path, got, body, c.want)
+			}
+			if c.want == 403 && asked {
+				t.Error("a refused request reached the daemon")
+			}
+			if c.peer.RunID == 0 && c.token == "" && !strings.Contains(body, "serves only the runs") {
+				t.Errorf("refusal %q does not say the socket serves runs only", body)
+			}
+		})
+	}
 }
 
 // Ensure a Client with a Token sends it, and that a refusal comes back as

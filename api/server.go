@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -98,6 +99,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// runsOnly refuses the operator: the socket of ListenRuns.
+	runsOnly bool
 }
 
 // Listen binds the status socket at path and returns a Server ready to
@@ -107,11 +111,34 @@ type Server struct {
 // qd holds path+".lock" or answers on the socket, or when path is something
 // other than a socket; a socket nobody answers on is stale and replaced.
 func Listen(path string, d Daemon, logger hclog.Logger) (*Server, error) {
+	return listen(path, d, logger, false)
+}
+
+// ListenRuns binds the socket of the runs of agents that run as another
+// user than the daemon's, at path, and returns a Server ready to Serve.
+// Any local user may connect to it (mode 0666; what guards it is the
+// directory that holds it, and this rule): it serves only requests it
+// proves to be a live run's, by the run's token or process, the same
+// routes with the same rules as Listen's; anyone else is refused. The
+// operator uses the daemon's own socket.
+func ListenRuns(path string, d Daemon, logger hclog.Logger) (*Server, error) {
+	s, err := listen(path, d, logger, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		s.Shutdown(context.Background())
+		return nil, fmt.Errorf("open the runs' socket to their users: %w", err)
+	}
+	return s, nil
+}
+
+func listen(path string, d Daemon, logger hclog.Logger, runsOnly bool) (*Server, error) {
 	sock, err := bindSocket(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{sock: sock, d: d, logger: logger, fresh: map[net.Conn]struct{}{}}
+	s := &Server{sock: sock, d: d, logger: logger, fresh: map[net.Conn]struct{}{}, runsOnly: runsOnly}
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		limit := int64(maxBodyBytes)

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Snapshot is what the status socket serves at GET /v1/status: a copy of
 // the daemon's state taken at one moment. Every field is a value, so a
@@ -144,6 +147,54 @@ type AgentStatus struct {
 	// Last is how the agent's last run on this daemon ended; absent before
 	// one did.
 	Last *LastOutcome `json:"last,omitempty"`
+	// Box is who its runs run as, where they work and what keeps them in
+	// (docs/sandbox.md); absent for an agent whose runs run as the daemon
+	// does.
+	Box *BoxStatus `json:"box,omitempty"`
+}
+
+// BoxStatus is what is in force for an agent's runs: the user they run
+// as ("nobody (uid 65534, gid 65534)"; absent: the daemon's), their
+// workdir ("fresh", or "fresh, kept: failed"; absent: the agent's dir)
+// and their sandbox (absent: none).
+type BoxStatus struct {
+	User    string         `json:"user,omitempty"`
+	Workdir string         `json:"workdir,omitempty"`
+	Sandbox *SandboxStatus `json:"sandbox,omitempty"`
+}
+
+// SandboxStatus is an agent's sandbox: the paths its runs may read and
+// write besides the system's, their network ("host", "none" or "TCP
+// ports 443, 5432"), and what the box is made of on this host
+// ("Landlock ABI 7, mount and network namespaces, no_new_privs, no
+// capabilities" for network "none").
+type SandboxStatus struct {
+	Read     []string `json:"read"`
+	Write    []string `json:"write"`
+	Network  string   `json:"network"`
+	Enforced string   `json:"enforced"`
+}
+
+// Text says b in one line, as `qd status` and the dashboard show it.
+func (b *BoxStatus) Text() string {
+	var parts []string
+	if b.User != "" {
+		parts = append(parts, "as "+b.User)
+	}
+	if b.Workdir != "" {
+		parts = append(parts, "workdir "+b.Workdir)
+	}
+	if s := b.Sandbox; s != nil {
+		t := "sandbox: network " + s.Network
+		if len(s.Read) > 0 {
+			t += ", read " + strings.Join(s.Read, " ")
+		}
+		if len(s.Write) > 0 {
+			t += ", write " + strings.Join(s.Write, " ")
+		}
+		parts = append(parts, t+" ("+s.Enforced+")")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // LaneStatus describes one lane's limit and queue depth.

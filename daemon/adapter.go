@@ -45,6 +45,12 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	if why := r.d.starts.heldBecause(); why != "" { // a claim in flight as starts failed
 		return r.refund(l, "given back unstarted: starts are held: "+why)
 	}
+	if foreign(a) {
+		if err := r.d.openRuns(); err != nil {
+			r.d.logger.Error("cannot start a run as another user", "agent", agent, "run_id", l.RunID, "error", err)
+			return r.refund(l, "given back unstarted: "+err.Error())
+		}
+	}
 	sp := spec(conf, a)
 	sp.Claimed = claimed
 	r.d.runStarted(l, cmp.Or(sp.Lease, lease.DefaultLease))
@@ -69,12 +75,13 @@ func spec(conf *config.Config, a *config.Agent) supervisor.Spec {
 	for k, v := range a.Env {
 		env[k] = v
 	}
-	env["QD_SOCKET"] = conf.Socket
+	env["QD_SOCKET"] = socketOf(conf, a)
 	return supervisor.Spec{
 		Agent: a.Name, Command: a.Command, Dir: a.Dir, Env: env,
 		Lease: a.Lease, Heartbeat: a.Heartbeat, Timeout: a.Timeout,
 		StallTimeout: a.StallTimeout, KillGrace: a.KillGrace, RetryBackoff: a.RetryBackoff,
-		Limits: limitsOf(a),
+		Limits: limitsOf(a), User: credentialOf(a), Workdir: a.Workdir == config.WorkdirFresh,
+		KeepWorkdir: a.KeepWorkdir, Box: boxOf(conf, a),
 	}
 }
 

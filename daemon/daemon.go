@@ -85,6 +85,7 @@ type daemon struct {
 
 	starts startHold    // claims held after starts failed for want of resources
 	hold   claimHoldLog // claims held after the database server changed
+	runs   runsSocket   // for runs as another user
 }
 
 // Run is the daemon, start to finish: logger, queue, state directory and
@@ -145,7 +146,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
 	}
-	if err := conf.CheckHost(HostOf(d.sup.Containment())); err != nil {
+	if err := conf.CheckHost(HostOf(d.sup.Containment(), d.sup.BoxSupport)); err != nil {
 		return err
 	}
 	if n, err := d.sup.KillOrphans(); err != nil {
@@ -229,6 +230,7 @@ func Run(ctx context.Context, o Options) error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
 				_ = srv.Shutdown(ctx)
+				d.closeRuns()
 			}()
 		})
 	}

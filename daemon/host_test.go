@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/qd-run/qd/internal/box"
 	"github.com/qd-run/qd/internal/config"
 	"github.com/qd-run/qd/supervisor"
 )
@@ -29,7 +31,7 @@ func checkOnThisHost(path string) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, c.CheckHost(HostOf(supervisor.ProbeContainment()))
+	return c, c.CheckHost(HostOf(supervisor.ProbeContainment(), supervisor.ProbeBox))
 }
 
 // Ensure memory_max and cpu_max are refused at their line, naming the
@@ -135,5 +137,78 @@ func TestHostOf_LimitsUndecided(t *testing.T) {
 	if strings.Contains(got, "error:") || !strings.Contains(got, `warning: `+path+`:4: agent "build": memory_max needs runs in cgroups`) ||
 		!strings.Contains(got, "Delegate=yes") {
 		t.Errorf("check as nobody:\n%s\nwant a warning at memory_max's line, naming Delegate=yes, and no error", got)
+	}
+}
+
+// Ensure a sandbox block is refused at its line where the host cannot make
+// the box, saying what is missing and what to do: not Linux (macOS), a
+// kernel without Landlock or the namespaces, network ports without
+// Landlock's TCP rules (at network's line); and taken where it can.
+func TestHostOf_Box(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "qd.hcl")
+	src := "agent \"a\" {\n  command  = [\"/bin/true\"]\n  schedule = \"@hourly\"\n  sandbox {\n    network = [\"443\"]\n  }\n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		support box.Support
+		want    string
+	}{
+		{"Linux", box.Support{OS: "linux", Landlock: 7, Namespaces: true}, ""},
+		{"MacOS", box.Support{OS: "darwin", Reason: "a sandbox needs Linux (Landlock and namespaces)"},
+			`:4: agent "a": sandbox: this host cannot make the box: a sandbox needs Linux (Landlock and namespaces), and this is darwin; remove the sandbox block (see docs/sandbox.md)`},
+		{"NoLandlock", box.Support{OS: "linux", Reason: "the kernel has no Landlock (it needs Linux 5.13 or later, with landlock in its lsm= boot list)"},
+			`:4: agent "a": sandbox: this host cannot make the box: the kernel has no Landlock (it needs Linux 5.13 or later, with landlock in its lsm= boot list) (see docs/sandbox.md)`},
+		{"OldLandlock", box.Support{OS: "linux", Landlock: 3, Namespaces: true},
+			`:5: agent "a": sandbox: this host cannot make the box: network ports need Landlock ABI 4 (Linux 6.7) to restrict TCP, and this kernel has ABI 3; use network = "none" or "host", or a newer kernel (see docs/sandbox.md)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conf, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = conf.CheckHost(HostOf(supervisor.ProbeContainment(), func() box.Support { return c.support }))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("refused on a host that can make the box: %v", err)
+			case c.want != "" && (err == nil || err.Error() != path+c.want):
+				t.Errorf("got:\n%v\nwant:\n%s%s", err, path, c.want)
+			}
+		})
+	}
+}
+
+// Ensure user is refused at its line when the user could not reach its
+// runs' directories: a directory above the state directory it may not
+// enter is named, with what to do.
+func TestHostOf_UserReach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to name another user")
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Skip("no user nobody")
+	}
+	dir := t.TempDir()
+	closed := filepath.Join(dir, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	path := filepath.Join(dir, "qd.hcl")
+	src := "state_dir = \"closed/state\"\nagent \"a\" {\n  command  = [\"/bin/true\"]\n  schedule = \"@hourly\"\n  user     = \"nobody\"\n}\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := checkOnThisHost(path)
+	want := path + `:5: agent "a": user "nobody" may not enter ` + closed + ` (mode 0700), on the way to the state directory ` + closed + `/state where its runs work and reach the daemon; let others through it (chmod o+x ` + closed + `) or move state_dir`
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+	os.Chmod(closed, 0o711)
+	if _, err := checkOnThisHost(path); err != nil {
+		t.Errorf("refused once the user may pass: %v", err)
 	}
 }

@@ -116,7 +116,8 @@ func (d *daemon) prune(ctx context.Context, older time.Duration) {
 
 // Prune deletes the tasks finished more than older ago with their runs,
 // then the runs' log files under stateDir (none when stateDir is empty),
-// and counts the files removed. It is the one way history is pruned: by
+// and the workdirs their agents kept there, and counts the log files
+// removed. It is the one way history is pruned: by
 // the daemon's retention and by `qd prune`. With dryRun it deletes nothing
 // and counts the rows and the log files it would delete. A log file that
 // cannot be removed is an error naming its run; the rows are gone by then.
@@ -133,6 +134,10 @@ func Prune(ctx context.Context, q lease.Provider, stateDir string, older time.Du
 	for _, id := range res.RunIDs {
 		if !dryRun {
 			_ = os.Remove(supervisor.StreamsPath(stateDir, id))
+			// The run's fresh workdir, if its agent kept it.
+			if err := os.RemoveAll(supervisor.WorkPath(stateDir, id)); err != nil {
+				errs = append(errs, fmt.Errorf("remove the kept workdir of run %d: %w", id, err))
+			}
 		}
 		err := remove(supervisor.LogPath(stateDir, id))
 		switch {

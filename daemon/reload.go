@@ -22,7 +22,7 @@ func (d *daemon) reload() {
 	}
 	conf, err := config.Load(old.Path)
 	if err == nil {
-		err = conf.CheckHost(HostOf(d.sup.Containment()))
+		err = conf.CheckHost(HostOf(d.sup.Containment(), d.sup.BoxSupport))
 	}
 	if err != nil {
 		d.logger.Error("reload failed; keeping the running config", "error", err)

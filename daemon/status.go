@@ -42,6 +42,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		as := api.AgentStatus{
 			Name: a.Name, Schedule: a.Schedule, NextTick: next[a.Name],
 			Running: d.sup.Running(a.Name), Parallel: a.Parallel, Lanes: append([]string{}, a.Lanes...),
+			Box: boxStatus(&a, d.sup.BoxSupport),
 		}
 		if l, ok := last[a.Name]; ok {
 			as.Last = &l

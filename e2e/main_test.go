@@ -8,6 +8,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(dialEnv); addr != "" {
+		os.Exit(dial(addr)) // the test binary as a boxed run's tool
+	}
 	if req := os.Getenv(rawRequestEnv); req != "" {
 		os.Exit(rawRequest(req)) // the test binary as a client of a daemon's socket
 	}

@@ -94,7 +94,7 @@ func (g *runCgroup) spawn(cmd *exec.Cmd) (*exec.Cmd, error) {
 	}
 	again := exec.Command(cmd.Path)
 	again.Args, again.Env, again.Dir = cmd.Args, cmd.Env, cmd.Dir
-	again.Stdin, again.Stdout, again.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
+	again.Stdin, again.Stdout, again.Stderr, again.ExtraFiles = cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.ExtraFiles
 	again.SysProcAttr = &plain
 	if err := spawn(again); err != nil {
 		return nil, err

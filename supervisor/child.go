@@ -27,6 +27,9 @@ type child struct {
 	token string
 
 	cmd *exec.Cmd
+	// workdir is the run's fresh working directory, "" without one; set
+	// before the child starts.
+	workdir string
 	// cg is the run's cgroup, nil when it has none, and cgGen the run's
 	// generation in it (runCgroup.liveCPU); both are set under mu before
 	// the child starts and never change after.

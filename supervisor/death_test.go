@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"github.com/qd-run/qd/internal/box"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,9 @@ import (
 // TestMain lets the test binary act as a small daemon for
 // TestSupervisor_ParentDeath.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == box.Arg {
+		box.Main(os.Args[2:]) // the shim of a boxed child
+	}
 	if dir := os.Getenv("QD_SUPERVISOR_TEST_DAEMON"); dir != "" {
 		os.Exit(runTestDaemon(dir))
 	}

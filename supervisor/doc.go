@@ -16,6 +16,13 @@
 // QD_RUN_TOKEN is a random secret made for each run and kept only in its
 // child handle: the daemon's socket takes it as proof of the run
 // (RunOfToken), and knows a run by its processes too (RunOfProcess).
+// A child may run as another user (Spec.User, a daemon that is root),
+// in a fresh working directory, <StateDir>/work/<run_id>, removed when
+// the run is over unless the agent keeps it (Spec.Workdir), and in a box
+// (Spec.Box, package internal/box): then the child is the qd binary
+// started again as the shim, which builds the box around itself and execs
+// the agent's program, and Start returns only once the box is in force;
+// a box that cannot be made fails the run, and the program never starts.
 // stdout and stderr go to <StateDir>/runs/<run_id>.log (created with the
 // first output: a run that writes nothing has none), through pipes the
 // supervisor owns and reads with fixed buffers: endless output, endless lines
@@ -41,6 +48,8 @@
 //	start.go               Start: refuse a late claim, launch: pipes, environment, cgroup, spawn;
 //	                       a start the daemon cannot make is given back (ErrNoResources)
 //	env.go                 the child's environment: the allowlist, the QD_ variables, the run token
+//	workdir.go             a run's fresh working directory, the runs' socket beside it; kept or removed
+//	box.go                 who the child runs as, and its box: the shim started in its place, waited on
 //	pipe_linux.go          the child's pipes (pipe_other.go elsewhere)
 //	cgroup.go              Containment, Limits and what is in force
 //	cgroup_probe_linux.go  finding the cgroup2 mount, this process's cgroup, delegation

@@ -12,6 +12,9 @@ import (
 // the run on the daemon's socket.
 const TokenEnv = "QD_RUN_TOKEN"
 
+// WorkdirEnv names a run's fresh working directory (Spec.Workdir).
+const WorkdirEnv = "QD_WORKDIR"
+
 // allowedEnv names the daemon variables a child inherits. Anything else (the
 // database URL, PG*, NOTIFY_SOCKET, WATCHDOG_*, LISTEN_*) stays behind.
 var allowedEnv = map[string]bool{
@@ -24,17 +27,25 @@ func inherited(name string) bool {
 }
 
 // childEnv builds a child's environment from parent (os.Environ form): the
-// allowlisted variables, then the agent's env, then the QD_ variables, which
-// nothing may override; token is the run's QD_RUN_TOKEN.
-func childEnv(parent []string, l *lease.Lease, agentEnv map[string]string, token string) []string {
+// allowlisted variables, then, for a run as another user, that user's
+// HOME, USER and LOGNAME, then the agent's env, then the QD_ variables,
+// which nothing may override; token is the run's QD_RUN_TOKEN, workdir
+// its fresh working directory ($QD_WORKDIR), if any.
+func childEnv(parent []string, l *lease.Lease, spec Spec, token, workdir string) []string {
 	m := map[string]string{}
 	for _, kv := range parent {
 		if k, v, ok := strings.Cut(kv, "="); ok && inherited(k) {
 			m[k] = v
 		}
 	}
-	for k, v := range agentEnv {
+	if u := spec.User; u != nil {
+		m["HOME"], m["USER"], m["LOGNAME"] = u.Home, u.Name, u.Name
+	}
+	for k, v := range spec.Env {
 		m[k] = v
+	}
+	if workdir != "" {
+		m[WorkdirEnv] = workdir
 	}
 	m["QD_TASK_ID"] = strconv.FormatInt(l.TaskID, 10)
 	m["QD_RUN_ID"] = strconv.FormatInt(l.RunID, 10)

@@ -137,19 +137,21 @@ func (s *Supervisor) launch(c *child) error {
 		closeAll(nil, ends[:]...)
 		return fmt.Errorf("create pipe: %w", err)
 	}
-	env := childEnv(os.Environ(), c.l, c.spec.Env, c.token)
+	if c.spec.Workdir {
+		if err = s.makeWorkdir(c); err != nil {
+			closeAll(nil, ends[:]...)
+			return err
+		}
+	}
+	env := childEnv(os.Environ(), c.l, c.spec, c.token, c.workdir)
 	var cmd *exec.Cmd
 	if err = s.contain(c); err != nil {
 		closeAll(nil, ends[:]...)
+		s.dropWorkdir(c)
 		return err
 	}
 	for try := 1; ; try++ {
-		cmd = exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
-		cmd.Dir = c.spec.Dir
-		cmd.Env = env
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
-		cmd.SysProcAttr = sysProcAttr(&c.pidfd)
-		cmd, err = spawnIn(c.cg, cmd)
+		cmd, err = s.spawnChild(c, env, ends[0], ends[3], ends[5])
 		// ETXTBSY: the program is open for writing somewhere, often only
 		// for the moment another child of this process, forked from
 		// another spawner thread, takes to exec (it holds a copy of every
@@ -162,6 +164,7 @@ func (s *Supervisor) launch(c *child) error {
 	closeAll(nil, ends[0], ends[3], ends[5]) // the child's ends
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])
+		s.dropWorkdir(c)
 		if c.cg != nil {
 			c.cg.end(c.log)
 			c.mu.Lock()
@@ -193,6 +196,46 @@ func (s *Supervisor) launch(c *child) error {
 	s.pump(c)
 	go s.wait(c)
 	return nil
+}
+
+// spawnChild starts c's program with env and the child's ends of its
+// pipes, as its user, in its cgroup and, when it has one, in its box: it
+// returns once the program runs in it (see awaitBox).
+func (s *Supervisor) spawnChild(c *child, env []string, stdin, stdout, stderr *os.File) (*exec.Cmd, error) {
+	cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
+	cmd.Dir, cmd.Env = c.spec.Dir, env
+	if c.workdir != "" {
+		cmd.Dir = c.workdir
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = sysProcAttr(&c.pidfd)
+	if u := c.spec.User; u != nil && os.Geteuid() == 0 {
+		credential(cmd.SysProcAttr, u) // any other daemon runs it as itself
+	}
+	st, err := s.boxed(c, cmd)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err = spawnIn(c.cg, cmd)
+	if st != nil {
+		st.Started()
+		if err == nil {
+			err = awaitBox(c, cmd, st)
+		} else {
+			st.Wait(0)
+		}
+	}
+	return cmd, err
+}
+
+// dropWorkdir removes the fresh working directory of a run that did not
+// start.
+func (s *Supervisor) dropWorkdir(c *child) {
+	if c.workdir != "" {
+		if err := removeTree(c.workdir); err != nil {
+			c.log.Warn("remove the workdir of a run that did not start", "workdir", c.workdir, "error", err)
+		}
+	}
 }
 
 // smallPayload is the most a payload may hold to be written at once into

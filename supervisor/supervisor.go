@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/qd-run/qd/internal/box"
 	"github.com/qd-run/qd/lease"
 )
 
@@ -46,6 +47,17 @@ type Spec struct {
 	// Limits bound the run's cgroup; Start refuses a run whose limits
 	// cannot be applied (see Containment.Check).
 	Limits Limits
+	// User, when set, is who the child runs as, HOME, USER and LOGNAME
+	// its; a daemon that is not root may name only its own user.
+	User *Credential
+	// Workdir gives the run a fresh empty directory, WorkPath, owned by
+	// its user: its working directory and $QD_WORKDIR, removed once the
+	// run is over unless KeepWorkdir (KeepFailed, KeepAlways) keeps it.
+	Workdir     bool
+	KeepWorkdir string
+	// Box, when set, is the box the child and all it starts are kept in
+	// (package box); the supervisor adds the run's working directory.
+	Box *box.Spec
 }
 
 func (sp Spec) withDefaults() Spec {
@@ -87,6 +99,10 @@ type Config struct {
 	// call: how many runs it carried, how long it took and its error. It
 	// must not block.
 	OnHeartbeat func(runs int, took time.Duration, err error)
+	// Shim is the executable that puts a boxed child in its box: the qd
+	// binary, run with box.Arg. The running binary (/proc/self/exe) when
+	// empty.
+	Shim string
 }
 
 // RunStatus is a copy of one live run's state, for the status socket
@@ -138,6 +154,9 @@ type Supervisor struct {
 
 	cg       *cgroupTree // nil: runs are process groups only
 	cgReason string      // why cg is nil
+
+	boxOnce sync.Once
+	boxes   box.Support // see BoxSupport
 }
 
 // New checks cfg, creates the state directories and starts the settler.

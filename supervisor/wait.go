@@ -45,6 +45,7 @@ func (s *Supervisor) wait(c *child) {
 	closeAll(c.streamsFile, c.stdin, c.pipes[0], c.pipes[1])
 	s.unrecord(c)
 	st, settle := c.settlement(werr)
+	st.Summary = s.endWorkdir(c, st.Outcome, st.Summary)
 	st.CPUTime, st.MemoryPeak = use.CPU, use.MemoryPeak
 	switch {
 	case logErr != nil:

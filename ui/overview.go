@@ -34,6 +34,8 @@ type AgentRow struct {
 	Lanes    []string         `json:"lanes,omitempty"`
 	Live     bool             `json:"from_socket"`
 	Last     *api.LastOutcome `json:"last,omitempty"`
+	// Box is what keeps its runs in, from the daemon's socket.
+	Box *api.BoxStatus `json:"box,omitempty"`
 }
 
 // RunRow is a run in flight: in the JSON the run as its daemon's socket
@@ -173,7 +175,7 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 		if snap, ok := snaps[d.Name]; ok {
 			for _, a := range snap.Agents {
 				row := AgentRow{Name: a.Name, Daemon: d.Name, Schedule: a.Schedule, NextTick: a.NextTick,
-					Parallel: a.Parallel, Running: a.Running, Lanes: a.Lanes, Live: true}
+					Parallel: a.Parallel, Running: a.Running, Lanes: a.Lanes, Live: true, Box: a.Box}
 				row.Last = a.Last
 				out = append(out, row)
 			}

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/qd-run/qd/internal/box"
 )
 
 // commands is the table Main dispatches on. A command lives in its own file
@@ -73,6 +75,9 @@ type runFunc func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string
 var daemonSignals chan os.Signal
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == box.Arg {
+		box.Main(os.Args[2:]) // the shim of a boxed run; never returns
+	}
 	if len(os.Args) > 1 && os.Args[1] == "run" {
 		daemonSignals = make(chan os.Signal, 8)
 		signal.Notify(daemonSignals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)

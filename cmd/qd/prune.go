@@ -14,7 +14,8 @@ var pruneCommand = &command{
 	usage:   "--older-than DURATION [--dry-run] [--json]",
 	help: `Deletes tasks that finished (done, failed, cancelled) more than DURATION
 ago, with their runs. When the config names a state_dir, the daemon's log files
-of those runs on this machine are deleted too. --dry-run only counts.`,
+of those runs on this machine are deleted too, and the workdirs kept for them
+(keep_workdir). --dry-run only counts.`,
 	db:    true,
 	json:  true,
 	setup: setupPrune,

@@ -18,6 +18,7 @@ func renderStatus(w io.Writer, s *api.Snapshot, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	renderHeader(tw, s, now)
 	renderAgents(tw, s.Agents, now)
+	renderBoxes(tw, s.Agents)
 	renderPeriodics(tw, s.Periodics, now)
 	renderRuns(tw, s.Runs)
 	renderLanes(tw, s.Lanes)
@@ -98,6 +99,24 @@ func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
 			}
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", a.Name, a.Schedule, relative(a.NextTick, now), a.Running, a.Parallel, last)
+	}
+}
+
+// renderBoxes lists what keeps each agent's runs in, for the agents that
+// have a user, a fresh workdir or a sandbox.
+func renderBoxes(w io.Writer, agents []api.AgentStatus) {
+	var boxed []api.AgentStatus
+	for _, a := range agents {
+		if a.Box != nil {
+			boxed = append(boxed, a)
+		}
+	}
+	if len(boxed) == 0 {
+		return
+	}
+	section(w, "BOXES", len(boxed), "AGENT", "IN FORCE")
+	for _, a := range boxed {
+		fmt.Fprintf(w, "%s\t%s\n", a.Name, a.Box.Text())
 	}
 }
 

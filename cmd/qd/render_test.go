@@ -147,6 +147,29 @@ func TestRender_Containment(t *testing.T) {
 	}
 }
 
+// Ensure qd status lists the box of each agent that has one, and no
+// section when none has.
+func TestRender_Boxes(t *testing.T) {
+	snap := &api.Snapshot{Supervisor: "h", Agents: []api.AgentStatus{
+		{Name: "plain", Schedule: "@hourly"},
+		{Name: "boxed", Schedule: "@hourly", Box: &api.BoxStatus{User: "nobody (uid 65534, gid 65534)", Workdir: "fresh, kept: failed",
+			Sandbox: &api.SandboxStatus{Read: []string{"/srv/repos"}, Write: []string{"/srv/out"}, Network: "none", Enforced: "Landlock ABI 7"}}},
+	}}
+	var b strings.Builder
+	if err := renderStatus(&b, snap, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	want := "boxed as nobody (uid 65534, gid 65534); workdir fresh, kept: failed; sandbox: network none, read /srv/repos, write /srv/out (Landlock ABI 7)"
+	if !strings.Contains(b.String(), "\nBOXES\n") || !containsCollapsed(b.String(), want) || strings.Contains(b.String(), "plain as") {
+		t.Errorf("status:\n%s\nwant a BOXES section with the line %q alone", b.String(), want)
+	}
+	b.Reset()
+	snap.Agents = snap.Agents[:1]
+	if err := renderStatus(&b, snap, time.Now()); err != nil || strings.Contains(b.String(), "BOXES") {
+		t.Errorf("status without boxes:\n%s", b.String())
+	}
+}
+
 // Ensure a run's CPU time and memory peak read naturally, and show "-"
 // when not measured.
 func TestUsageText(t *testing.T) {

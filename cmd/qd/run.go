@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/qd-run/qd/backend"
@@ -50,7 +51,7 @@ wakes, a periodic for an agent this file does not define.`,
 				return err
 			}
 			if *check {
-				if err := conf.CheckHost(daemon.HostOf(supervisor.ProbeContainment())); err != nil {
+				if err := conf.CheckHost(daemon.HostOf(supervisor.ProbeContainment(), sync.OnceValue(supervisor.ProbeBox))); err != nil {
 					return configError(err)
 				}
 				for _, w := range conf.Warnings {

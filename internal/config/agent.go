@@ -25,7 +25,9 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "retry_backoff"}, {Name: "max_attempts"},
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
+		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
 
 // agents decodes the agent blocks, sorted by name.
@@ -47,9 +49,11 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	defer d.leave()
 
 	if d.path(attrs, "dir", ctx, &a.Dir) {
-		d.checkDir(line(attrs["dir"]), ctx, a.Dir)
+		a.dirLine = line(attrs["dir"])
+		d.checkDir(a.dirLine, ctx, a.Dir)
 	}
 	d.env(attrs, ctx, &a)
+	d.box(attrs, ctx, &a)
 	d.command(attrs, ctx, top, &a)
 	if _, ok := attrs["timetable"]; ok {
 		a.Timetable, a.timetable = d.scheduleOf(attrs, "timetable", ctx)

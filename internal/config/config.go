@@ -107,12 +107,22 @@ type Agent struct {
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
 
+	// User is who its runs run as; nil: the daemon's user.
+	User *User
+	// Workdir is WorkdirFresh for a new empty directory for each run, ""
+	// for Dir's meaning; KeepWorkdir (KeepNever, KeepFailed, KeepAlways;
+	// "" without Workdir) says when that directory stays after its run.
+	Workdir, KeepWorkdir string
+	// Sandbox is its sandbox block; nil without one.
+	Sandbox *Sandbox
+
 	// Timetable is when a task of the agent is enqueued, one at each tick,
 	// as a periodic block of the agent's name would: the one line for "run
 	// this agent on this timetable". Empty: none.
 	Timetable string
 
 	memoryLine, cpuLine int // of memory_max and cpu_max, for CheckHost
+	userLine, dirLine   int // of user and dir, for CheckHost and boxes
 	timetable           cron.Schedule
 	timetableLine       int
 }

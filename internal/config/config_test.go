@@ -111,7 +111,7 @@ func TestLoad_Full(t *testing.T) {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		checkSched(t, a.Name, a.Sched.Next(from), nexts[a.Name], a.DeclRange.Start.Line, lines[a.Name])
-		a.Sched, a.DeclRange = nil, hcl.Range{}
+		a.Sched, a.DeclRange, a.dirLine = nil, hcl.Range{}, 0
 	}
 	for i := range c.Periodics {
 		p := &c.Periodics[i]

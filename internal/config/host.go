@@ -16,6 +16,11 @@ type Host struct {
 	// that a daemon started otherwise (by a service manager that delegates
 	// a cgroup to it) might apply it, so the refusal is a warning only.
 	Limit func(a *Agent, setting string) (warnOnly bool, err error)
+	// Box refuses setting ("user", "sandbox" or "network") of a's runs
+	// in c when this host cannot give it: a daemon that is not root and
+	// a user other than its own, a kernel without what the sandbox needs,
+	// a platform without sandboxes. CheckHost adds the line.
+	Box func(c *Config, a *Agent, setting string) error
 }
 
 // CheckHost checks c against h, each refusal at the line of the setting
@@ -34,6 +39,14 @@ func (c *Config) CheckHost(h Host) error {
 	}
 	for i := range c.Agents {
 		a := &c.Agents[i]
+		for _, l := range a.boxSettings() {
+			if h.Box == nil {
+				break
+			}
+			if err := h.Box(c, a, l.name); err != nil {
+				ps.at(l.line, "", "%v", err)
+			}
+		}
 		for _, l := range a.limitSettings() {
 			if h.Limit == nil {
 				break
@@ -73,6 +86,23 @@ func (a *Agent) limitSettings() []setting {
 	}
 	if a.CPUMax > 0 {
 		out = append(out, setting{"cpu_max", line(a.cpuLine)})
+	}
+	return out
+}
+
+// boxSettings are the settings of a that the host may not be able to
+// give, with their lines: user, the sandbox block, and its network when
+// it lists ports.
+func (a *Agent) boxSettings() []setting {
+	var out []setting
+	if a.User != nil {
+		out = append(out, setting{"user", a.userLine})
+	}
+	if s := a.Sandbox; s != nil {
+		out = append(out, setting{"sandbox", s.DeclRange.Start.Line})
+		if s.Network == NetworkPorts {
+			out = append(out, setting{"network", s.networkLine})
+		}
 	}
 	return out
 }

@@ -96,6 +96,7 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	}
 	c.Periodics = d.periodics(content.Blocks, c)
 	d.timetables(c)
+	d.boxes(c)
 	c.Lanes = d.lanes(content.Blocks)
 	c.UI = d.ui(content.Blocks)
 	if err := ps.err(); err != nil {
@@ -111,8 +112,9 @@ type decoder struct {
 	dir string // absolute directory of the file
 	// hostChecks checks agent programs and directories on this host.
 	hostChecks bool
-	warns      []Problem // found while decoding, for Config.Warnings
-	block      string    // the block being decoded, as `agent "build"`; "" at the top
+	warns      []Problem  // found while decoding, for Config.Warnings
+	block      string     // the block being decoded, as `agent "build"`; "" at the top
+	inner      hcl.Blocks // the blocks inside it
 }
 
 // top decodes the top-level attributes over the defaults in c.
@@ -142,19 +144,24 @@ func (d *decoder) path(attrs hcl.Attributes, name, ctx string, dst *string) bool
 	if !d.str(attrs, name, &p) {
 		return false
 	}
+	return d.expand(line(attrs[name]), name, ctx, p, dst)
+}
+
+// expand resolves p, read from setting name at line ln, as path does.
+func (d *decoder) expand(ln int, name, ctx, p string, dst *string) bool {
 	switch {
 	case p == "":
-		d.at(line(attrs[name]), ctx, "%s is empty: leave it out for the default", name)
+		d.at(ln, ctx, "%s is empty: leave it out for the default", name)
 		return false
 	case p == "~" || strings.HasPrefix(p, "~/"):
 		home, err := os.UserHomeDir()
 		if err != nil {
-			d.at(line(attrs[name]), ctx, "%s %q: ~ stands for the home directory, and there is none to take (%v); write the full path", name, p, err)
+			d.at(ln, ctx, "%s %q: ~ stands for the home directory, and there is none to take (%v); write the full path", name, p, err)
 			return false
 		}
 		p = filepath.Join(home, strings.TrimPrefix(p, "~"))
 	case strings.HasPrefix(p, "~"):
-		d.at(line(attrs[name]), ctx, "%s %q: only ~ and ~/ (this user's home) are expanded, not another user's; write the full path", name, p)
+		d.at(ln, ctx, "%s %q: only ~ and ~/ (this user's home) are expanded, not another user's; write the full path", name, p)
 		return false
 	case !filepath.IsAbs(p):
 		p = filepath.Join(d.dir, p)
@@ -279,11 +286,12 @@ func (d *decoder) enter(b *hcl.Block, schema *hcl.BodySchema) (attrs hcl.Attribu
 	}
 	content, diags := b.Body.Content(schema)
 	d.diags(diags)
+	d.inner = content.Blocks
 	return content.Attributes, ctx, top
 }
 
 // leave ends the block enter started.
-func (d *decoder) leave() { d.block = "" }
+func (d *decoder) leave() { d.block, d.inner = "", nil }
 
 // blocksOf returns the blocks of typ in file order, with whether each
 // repeats the name of an earlier one. A repeat is reported with both lines.

@@ -27,6 +27,7 @@ type Daemon struct {
 	Cmd      *exec.Cmd
 
 	log      *SyncBuffer
+	cred     *syscall.Credential
 	done     chan struct{}
 	waitErr  error
 	stopOnce sync.Once
@@ -45,6 +46,10 @@ type DaemonOptions struct {
 	// NoWait returns as soon as the process started, for a daemon that is
 	// expected to refuse to start (see Wait).
 	NoWait bool
+	// Credential, when set, runs the daemon as that user (the test runs
+	// as root): its directory and config file are given to the user, and
+	// bin must be a program the user may run.
+	Credential *syscall.Credential
 }
 
 // StartDaemon writes a config made of the name, socket and state directory
@@ -63,10 +68,19 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 		Socket:   filepath.Join(dir, "qd.sock"),
 		StateDir: filepath.Join(dir, "state"),
 		log:      &SyncBuffer{},
+		cred:     opt.Credential,
 		done:     make(chan struct{}),
+	}
+	if c := d.cred; c != nil {
+		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	d.WriteConfig(tb, body)
 	d.Cmd = exec.Command(bin, "run", "--config", d.Config)
+	if c := d.cred; c != nil {
+		d.Cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c}
+	}
 	d.Cmd.Env = append(append(Environ(), "QD_DATABASE_URL="+dbURL), opt.Env...)
 	d.Cmd.Stdout, d.Cmd.Stderr = d.log, d.log
 	if opt.Stderr != nil {
@@ -116,6 +130,11 @@ func (d *Daemon) WriteConfig(tb testing.TB, body string) {
 	tmp := d.Config + ".tmp"
 	if err := os.WriteFile(tmp, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
+	}
+	if c := d.cred; c != nil {
+		if err := os.Chown(tmp, int(c.Uid), int(c.Gid)); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	if err := os.Rename(tmp, d.Config); err != nil {
 		tb.Fatal(err)

@@ -182,7 +182,7 @@ periodic "often" {
 	enqueue(t, qd, db, "elsewhere", "nobody")
 	testkit.Eventually(t, 20*time.Second, "the periodic's last tick and the unserved agent in the status", func() bool {
 		s := d.Status(t)
-		return len(s.Periodics) == 1 && !s.Periodics[0].LastTick.IsZero() && !s.Periodics[0].NextTick.IsZero() &&
+		return len(s.Periodics) == 1 && s.Periodics[0].LastTick != nil && s.Periodics[0].NextTick != nil &&
 			len(s.Unserved) == 1 && s.Unserved[0].Agent == "nobody" && s.Unserved[0].Queued == 1
 	})
 	out := testkit.MustQD(t, qd, db, "status", "--config", d.Config)

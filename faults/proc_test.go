@@ -171,6 +171,9 @@ func TestProc_KillNineOrphanSweep(t *testing.T) {
 	id := r.enqueue("k9", "w", `{"mode":"grandchild","ms_by_attempt":[60000,500]}`, 3)
 	body := r.agentHCL(agentConf{name: "w", lease: "30s", heartbeat: "5s"})
 	a := r.daemon("k9", body, testkit.DaemonOptions{})
+	// In a cgroup the restarted daemon kills the old run's processes before
+	// it abandons the run, so the abandonment bounds the run's life.
+	r.restartKills = a.Status(t).Containment.Kind == "cgroup"
 	_, gpid := r.waitEvent("spawn", id, 20*time.Second)
 	a.Kill()
 	fig.fault("sigkill-daemon", 1)

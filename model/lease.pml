@@ -86,8 +86,10 @@
 byte tstate[NT]; byte tatt[NT]; bool tcancel[NT];
 byte lanelock[NL];      /* 0, or the holding daemon + 1 */
 byte rstate[NR]; byte rtask[NR]; byte rowner[NR]; byte rinst[NR];
+byte rout[NR];          /* the outcome an ENDED row ended with */
 bool expired[NR];
 byte nruns;
+byte tlast[NT];         /* the task's latest run + 1; 0 before its first */
 
 /* the daemons */
 bool up[ND]; bool paused[ND]; bool logblk[ND]; byte inst[ND]; bool abandonDue[ND];
@@ -135,13 +137,31 @@ inline finish_task(t, o, refunded) {
 /* a run row ends; once its daemon has let go of it too, nothing about it
  * matters any more, and it is cleared so that equal futures are one state */
 inline end_row(r, o, refunded) {
-	rstate[r] = ENDED; expired[r] = 0; finish_task(rtask[r], o, refunded);
+	rstate[r] = ENDED; rout[r] = o; expired[r] = 0; finish_task(rtask[r], o, refunded);
 	tidy(r)
 }
 inline tidy(r) {
 	if
-	:: rstate[r] == ENDED && known[r] == NONE -> rtask[r] = 0; rowner[r] = 0; rinst[r] = 0
+	:: rstate[r] == ENDED && known[r] == NONE -> rtask[r] = 0; rowner[r] = 0; rinst[r] = 0; rout[r] = 0
 	:: else -> skip
+	fi
+}
+
+/* settle.sql's late completion: a completion that arrives after its run's
+ * lease ran out is taken when no other run of the task was claimed since,
+ * whether the run is still marked running or was reaped (abandoned, its
+ * task queued again or failed): nothing can have overlapped it. Once
+ * another run exists it is refused, as a lost lease. */
+#ifdef LATE_ANY
+#define LATE_OK(r) (rstate[r] == RUNNING || rout[r] == ABANDONED)
+#else
+#define LATE_OK(r) (tlast[rtask[r]] == r + 1 && \
+	(rstate[r] == RUNNING || (rout[r] == ABANDONED && (tstate[rtask[r]] == QUEUED || tstate[rtask[r]] == FAILED))))
+#endif
+inline late_complete(r) {
+	if
+	:: rstate[r] == RUNNING -> end_row(r, COMPLETED, 0)
+	:: else -> rout[r] = COMPLETED; tstate[rtask[r]] = DONE
 	fi
 }
 
@@ -219,7 +239,7 @@ inline take(d) {
 	:: t < NT && ccnt[d] < LIMIT(cl[d]) && nruns < MAXRUNS ->
 		r = nruns; nruns++;
 		rstate[r] = RUNNING; rtask[r] = t; rowner[r] = d; rinst[r] = inst[d];
-		expired[r] = 0;
+		expired[r] = 0; tlast[t] = r + 1;
 		tstate[t] = TRUNNING; tatt[t]++;
 		if
 		:: known[r] = PENDING
@@ -411,6 +431,7 @@ end:
 	:: atomic { known[r] == SETTLING && ACTIVE(rowner[r]) ->
 		if
 		:: LIVE(r) -> end_row(r, outc[r], refund[r])
+		:: !LIVE(r) && outc[r] == COMPLETED && rout[r] != COMPLETED && LATE_OK(r) -> late_complete(r)
 		:: else -> skip /* 'same' or 'lost': nothing changes */
 		fi;
 		if

@@ -32,6 +32,7 @@ var checks = []struct {
 	{"AbandonNoProof", []string{"-DABANDON_NO_PROOF", "-DMAXRUNS=3", noPause, noLogBlock, noLoss}, true},
 	{"HeartbeatUnfenced", []string{"-DHEARTBEAT_UNFENCED", "-DMAXRUNS=3", noCrash, noPause, noLogBlock, noLoss}, true},
 	{"LogBeforeKill", []string{"-DLOG_BEFORE_KILL", "-DMAXRUNS=3", noCrash, noPause, noLoss}, true},
+	{"LateAny", []string{"-DLATE_ANY", "-DMAXRUNS=3", noCrash, noPause, noLogBlock, noLoss}, true},
 }
 
 const (

@@ -31,6 +31,7 @@ var functionSums = map[int]string{
 	17: "e1df9cdeacf093bf7ef6f21a3606d481d963c4bd8efd336833e35807042c9399",
 	18: "17f5db95605dae3e4a021324e6980da8495a77fce7dd859476a7796654fa15c4",
 	19: "4bf306ca467b8dc8487e2d9147a14683b0bea76b82acf82406a75e8cef3c8295",
+	20: "9b6e42b233944dbb5b51b0865b9cbc69fa57ba4d45e962da2cff74ff039cf533",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

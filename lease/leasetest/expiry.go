@@ -88,16 +88,19 @@ func (s snapshot) check(t *testing.T, after snapshot, what string) {
 	}
 }
 
-// staleWrites sends a heartbeat and a settlement with every outcome from a
+// staleWrites sends a heartbeat and a settlement with each outcome from a
 // run that is no longer live. Each must be refused with ErrLeaseLost, except
 // the outcome the run already has (same), which may also succeed.
-func staleWrites(t *testing.T, p lease.Provider, runID int64, same lease.RunState) {
+func staleWrites(t *testing.T, p lease.Provider, runID int64, same lease.RunState, outcomes ...lease.RunState) {
 	t.Helper()
 	if res := beat(t, p, lease.Beat{RunID: runID, Lease: longLease, PID: 4242}); !errors.Is(res.Err, lease.ErrLeaseLost) {
 		t.Errorf("stale heartbeat of run %d: got %v, want ErrLeaseLost", runID, res.Err)
 	}
 	code := 0
-	for _, out := range []lease.RunState{lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled} {
+	if len(outcomes) == 0 {
+		outcomes = []lease.RunState{lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled}
+	}
+	for _, out := range outcomes {
 		err := settle(t, p, lease.Settlement{RunID: runID, Outcome: out, Summary: "stale " + string(out), ExitCode: &code, OutputTail: "stale"})
 		if out == same && err == nil {
 			continue
@@ -109,8 +112,10 @@ func staleWrites(t *testing.T, p lease.Provider, runID int64, same lease.RunStat
 }
 
 // Ensure heartbeats and settlements from a run whose lease expired, was
-// reaped or was settled are refused with ErrLeaseLost and change nothing,
-// and that a late completion after a reap leaves the new run alone.
+// reaped or was settled are refused with ErrLeaseLost and change nothing
+// (but a completion of an expired run no other run followed, which
+// Settle/LateCompletion covers), and that a late completion after a reap
+// and a new claim leaves the new run alone.
 func testFencingStaleRun(t *testing.T, p lease.Provider) {
 	mustEnqueue(t, p, task("fence-expired", "a"))
 	expired := MustClaim(t, p, claimShort("fence-expired"))
@@ -121,7 +126,7 @@ func testFencingStaleRun(t *testing.T, p lease.Provider) {
 	time.Sleep(pastShort)
 	t.Run("Expired", func(t *testing.T) {
 		before := takeSnapshot(t, p, expired.TaskID)
-		staleWrites(t, p, expired.RunID, "")
+		staleWrites(t, p, expired.RunID, "", lease.RunFailed, lease.RunAbandoned, lease.RunCancelled)
 		before.check(t, takeSnapshot(t, p, expired.TaskID), "a write from an expired run")
 	})
 	t.Run("Reaped", func(t *testing.T) {
@@ -279,5 +284,79 @@ func testReapUnderRace(t *testing.T, p lease.Provider) {
 	for lane, limit := range limits {
 		checkLane(t, p, lane, lease.Lane{Name: lane, MaxRunning: limit, Running: limit, Queued: limit})
 	}
+	checkConsistent(t, p)
+}
+
+// Ensure a completion that comes after its run's lease ran out is taken
+// while no other run of the task was claimed: the run still marked running,
+// reaped with its task queued again, or reaped on its last attempt with its
+// task failed for good. The run ends completed with what the settlement
+// carries, its task is done and is not claimed again, and the settlement
+// sent again answers as a retry does. A late failure is still refused.
+func testSettleLateCompletion(t *testing.T, p lease.Provider) {
+	queued := task("late-queued", "a")
+	queued.MaxAttempts = 3
+	mustEnqueue(t, p, queued)
+	last := task("late-last", "a")
+	last.MaxAttempts = 1
+	mustEnqueue(t, p, last)
+	mustEnqueue(t, p, task("late-expired", "a"))
+	mustEnqueue(t, p, task("late-failed", "a"))
+	expired := MustClaim(t, p, claimShort("late-expired"))
+	reaped := MustClaim(t, p, claimShort("late-queued"))
+	lastRun := MustClaim(t, p, claimShort("late-last"))
+	failed := MustClaim(t, p, claimShort("late-failed"))
+	// A claim of another agent's task in the lanes reaps their expired
+	// runs; that task ends before the late completions come.
+	mustEnqueue(t, p, task("late-queued", "other"))
+	mustEnqueue(t, p, task("late-last", "other"))
+	time.Sleep(pastShort)
+	for range 2 {
+		cp := claimIn("late-queued", "late-last")
+		cp.Agent = "other"
+		mustSettle(t, p, complete(MustClaim(t, p, cp).RunID))
+	}
+	if r := MustRun(t, p, reaped.RunID); r.State != lease.RunAbandoned {
+		t.Fatalf("run %d past its lease after a claim of its lane: %s, want abandoned (reaped)", r.ID, r.State)
+	}
+	wantState(t, p, reaped.TaskID, lease.TaskQueued)
+	wantState(t, p, lastRun.TaskID, lease.TaskFailed)
+
+	code := 0
+	for _, c := range []struct {
+		name string
+		l    *lease.Lease
+		lane string
+	}{{"Expired", expired, "late-expired"}, {"Reaped", reaped, "late-queued"}, {"ReapedLastAttempt", lastRun, "late-last"}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, Outcome: lease.RunCompleted,
+				Summary: "finished during an outage", ExitCode: &code, OutputTail: "late tail"}
+			mustSettle(t, p, s)
+			r := MustRun(t, p, c.l.RunID)
+			if r.State != lease.RunCompleted || r.Summary != s.Summary || r.OutputTail != s.OutputTail || r.FinishedAt.IsZero() {
+				t.Errorf("run %d after its late completion: state %s summary %q tail %q finished %v; want completed with the settlement's summary and tail",
+					r.ID, r.State, r.Summary, r.OutputTail, r.FinishedAt)
+			}
+			tk := MustTask(t, p, c.l.TaskID)
+			if tk.State != lease.TaskDone || tk.FinishedAt.IsZero() {
+				t.Errorf("task %d after its run's late completion: state %s finished %v; want done", tk.ID, tk.State, tk.FinishedAt)
+			}
+			mustNoWork(t, p, claimIn(c.lane))
+			if runs := mustRuns(t, p, lease.RunFilter{TaskID: c.l.TaskID}); len(runs) != 1 {
+				t.Errorf("task %d has %d runs, want its one run", c.l.TaskID, len(runs))
+			}
+			before := takeSnapshot(t, p, c.l.TaskID)
+			mustSettle(t, p, s) // the reply was lost: sent again
+			before.check(t, takeSnapshot(t, p, c.l.TaskID), "a late completion sent again")
+		})
+	}
+	t.Run("FailureRefused", func(t *testing.T) {
+		before := takeSnapshot(t, p, failed.TaskID)
+		err := settle(t, p, lease.Settlement{RunID: failed.RunID, Outcome: lease.RunFailed, Summary: "late failure", ExitCode: &code})
+		if !errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("late failure of run %d: got %v, want ErrLeaseLost", failed.RunID, err)
+		}
+		before.check(t, takeSnapshot(t, p, failed.TaskID), "a late failure")
+	})
 	checkConsistent(t, p)
 }

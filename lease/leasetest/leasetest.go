@@ -56,6 +56,7 @@ var cases = []testCase{
 	{"Settle/LogError", testSettleLogError},
 	{"Settle/Usage", testSettleUsage},
 	{"Settle/LastSummary", testSettleLastSummary},
+	{"Settle/LateCompletion", testSettleLateCompletion},
 	{"Cancel/Queued", testCancelQueued},
 	{"Cancel/Running", testCancelRunning},
 	{"Cancel/Requested", testCancelRequested},

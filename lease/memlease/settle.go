@@ -92,6 +92,10 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 		}
 		return nil
 	}
+	if err != nil && p.lateCompletion(r, s) {
+		p.end(r, s, now) // a reaped run's task was queued or failed: done now
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("settle %w", err)
 	}
@@ -102,8 +106,32 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 	return nil
 }
 
-// end records the outcome of live run r and decides what becomes of its
-// task: done, cancelled, failed when out of attempts, or queued again.
+// lateCompletion reports whether s, for run r no longer live, is a
+// completion taken late: no run of the task was claimed after r, and r is
+// still marked running (its lease ran out) or was reaped (abandoned, its
+// task queued again or failed for good).
+func (p *Provider) lateCompletion(r *lease.Run, s lease.Settlement) bool {
+	if r == nil || s.Outcome != lease.RunCompleted {
+		return false
+	}
+	t := p.tasks[r.TaskID]
+	switch {
+	case r.State == lease.RunRunning:
+	case r.State == lease.RunAbandoned && (t.State == lease.TaskQueued || t.State == lease.TaskFailed):
+	default:
+		return false
+	}
+	for _, o := range p.runs {
+		if o.TaskID == r.TaskID && o.ID > r.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// end records the outcome of run r, live or completed late, and decides
+// what becomes of its task: done, cancelled, failed when out of attempts,
+// or queued again.
 func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 	r.State = s.Outcome
 	r.FinishedAt = now

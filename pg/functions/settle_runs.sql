@@ -1,8 +1,13 @@
 -- settle_runs ends runs, each fenced on its own, one settlement (a row of
 -- the type settlement) per element of p_rows: a run still live ends with its
 -- outcome; one already ended with the same outcome answers 'same' (a
--- retried settlement whose commit reply was lost); any other answers
--- 'lost', and an unknown id 'missing', as does a run made by another claim
+-- retried settlement whose commit reply was lost); a completion that comes
+-- late (its lease ran out while its daemon could not reach the database)
+-- is taken when no other run of the task was claimed since: the run was
+-- still marked running, or was reaped (abandoned, its task queued again or
+-- failed for good), so nothing overlapped it, and the finished work is not
+-- done again; the run ends completed and its task is done. Any other
+-- answers 'lost', and an unknown id 'missing', as does a run made by another claim
 -- than the settlement's claim_token says (its id was given out again by a
 -- database that lost the run); a NULL token is not checked. cpu_usec and
 -- memory_peak are what the run's cgroup measured, NULL where it measured
@@ -37,6 +42,8 @@ DECLARE
     v_outcomes text[];
     v_retry    interval[];
     v_refunds  boolean[];
+    v_late     bigint[];
+    v_reaped   bigint[];
 BEGIN
     WITH ended AS (
         -- By id = ANY, never by a join, for the reason finish_tasks gives.
@@ -55,6 +62,54 @@ BEGIN
            (SELECT bool_or(s.event IS NOT NULL) FROM unnest(p_rows) s) -- for the events below
     INTO v_ended, v_tasks, v_outcomes, v_retry, v_refunds, v_events
     FROM ended e;
+    -- Late completions: rare, so the search costs a call with none one
+    -- scan of its own rows. A retried completion (the run already
+    -- completed) is dropped at the first lookup.
+    v_late := ARRAY(SELECT s.run_id FROM unnest(p_rows) s
+                    WHERE (p_rows[array_position(v_ids, s.run_id)]).outcome = 'completed'
+                      AND s.run_id <> ALL (coalesce(v_ended, '{}')));
+    IF v_late <> '{}' THEN
+        -- Locks in the order the reaper and the claim take them, runs and
+        -- then tasks; each statement reads what was committed before it
+        -- started, so a claim that took the task while this call waited
+        -- for its lock is seen by the next one.
+        v_late := ARRAY(SELECT r.id FROM {{schema}}.runs r
+                        WHERE r.id = ANY (v_late) AND r.state IN ('running', 'abandoned')
+                          AND r.claim_token IS NOT DISTINCT FROM
+                              coalesce((p_rows[array_position(v_ids, r.id)]).claim_token, r.claim_token)
+                        ORDER BY r.id FOR UPDATE);
+        PERFORM 1 FROM {{schema}}.tasks t
+        WHERE t.id IN (SELECT r.task_id FROM {{schema}}.runs r WHERE r.id = ANY (v_late))
+        ORDER BY t.id FOR UPDATE;
+        WITH taken AS (
+            UPDATE {{schema}}.runs r SET (state, finished_at, summary, exit_code, signal, output_tail, cpu_usec,
+                                          memory_peak, log_error) = (
+                SELECT 'completed', clock_timestamp(), (a.s).summary, (a.s).exit_code, (a.s).signal,
+                       coalesce((a.s).output_tail, r.output_tail), (a.s).cpu_usec, (a.s).memory_peak,
+                       (a.s).log_error
+                FROM (SELECT p_rows[array_position(v_ids, r.id)] AS s) a)
+            FROM {{schema}}.runs o JOIN {{schema}}.tasks t ON t.id = o.task_id
+            WHERE r.id = ANY (v_late) AND o.id = r.id
+              AND (o.state = 'running' OR o.state = 'abandoned' AND t.state IN ('queued', 'failed'))
+              AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs n WHERE n.task_id = o.task_id AND n.id > o.id)
+            RETURNING r.id, r.task_id, o.state AS was
+        ),
+        -- A reaped run's task was moved already: it is done now.
+        done AS (
+            UPDATE {{schema}}.tasks t SET (state, updated_at, finished_at) = ('done', clock_timestamp(), clock_timestamp())
+            FROM taken k WHERE k.was = 'abandoned' AND t.id = k.task_id
+        )
+        -- A run still marked running moves its task as any completion does.
+        SELECT coalesce(v_ended, '{}') || array_agg(k.id) FILTER (WHERE k.was = 'running'),
+               coalesce(v_tasks, '{}') || array_agg(k.task_id) FILTER (WHERE k.was = 'running'),
+               coalesce(v_outcomes, '{}') || array_agg('completed'::text) FILTER (WHERE k.was = 'running'),
+               coalesce(v_retry, '{}') || array_agg(NULL::interval) FILTER (WHERE k.was = 'running'),
+               coalesce(v_refunds, '{}') || array_agg(false) FILTER (WHERE k.was = 'running'),
+               array_agg(k.id) FILTER (WHERE k.was = 'abandoned')
+        INTO v_ended, v_tasks, v_outcomes, v_retry, v_refunds, v_reaped
+        FROM taken k;
+        v_ended := nullif(v_ended, '{}');
+    END IF;
     IF v_ended IS NOT NULL THEN
         PERFORM {{schema}}.finish_tasks(v_ended, v_tasks, v_outcomes, v_retry, v_refunds);
     END IF;
@@ -70,7 +125,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT u.run_id,
-           CASE WHEN u.first AND u.run_id = ANY (v_ended) THEN 'ok'
+           CASE WHEN u.first AND (u.run_id = ANY (v_ended) OR u.run_id = ANY (v_reaped)) THEN 'ok'
                 WHEN r.id IS NULL OR r.claim_token IS DISTINCT FROM coalesce(u.claim_token, r.claim_token) THEN 'missing'
                 WHEN r.state = u.outcome THEN 'same'
                 ELSE 'lost' END

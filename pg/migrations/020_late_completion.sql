@@ -1,0 +1,7 @@
+-- qd queue schema, version 20: a completion that comes after its run's
+-- lease ran out is taken when no other run of the task was claimed since
+-- (functions/settle_runs.sql), so a database that was out of reach while
+-- a child finished does not make its task run again. Only settle_runs
+-- changes; a qd built for version 16 to 19 settles through it too and gets
+-- the same answers, so the floor stays 16.
+-- floor: 16

@@ -57,11 +57,10 @@
 // plpgsql statement keeps the generic plan it first settles on for the
 // life of the session, and a plan made while runs held a few rows (a fresh
 // queue, or statistics taken just after a TRUNCATE) scans runs
-// sequentially: measured, every claim then read all 8,000 rows of runs
-// that piled up during one bench measurement, abandon_owner took 7 ms over
-// 100k runs, and every enqueue with a dedupe key read all of tasks. Every
-// statement in them has an index that serves it, so forbidding the scan
-// costs nothing when the statistics are right.
+// sequentially, and every claim, abandon_owner and enqueue with a dedupe
+// key then reads the whole table (docs/performance.md, "Inside the
+// database functions"). Every statement in them has an index that serves
+// it, so forbidding the scan costs nothing when the statistics are right.
 //
 // settle_runs and finish_tasks, which take arrays, also run with
 // plan_cache_mode = force_generic_plan, and find their rows by id = ANY
@@ -70,11 +69,9 @@
 // arrays of ten, and a call usually holds fewer), which cost more than
 // running them; and a join's generic plan, made on statistics taken while
 // few tasks ran, read every running task through tasks_state_id_idx to
-// settle one (measured with pgbench, claim then settle at 16 clients over
-// 60,000 running tasks: 70-110 cycles a second, against 1,130-1,460 with
-// the functions of schema version 15). The state test there is written
-// (state = 'running') IS TRUE, which no index serves, so that the primary
-// key is the only index the planner can use.
+// settle one (docs/performance.md has the figures). The state test there
+// is written (state = 'running') IS TRUE, which no index serves, so that
+// the primary key is the only index the planner can use.
 //
 // A few facts are written both in Go and in SQL, and a test compares the
 // two over a table of inputs: the lane lock key (LaneKey, lane_key;
@@ -113,14 +110,9 @@
 // claim_from and claim_head are only called by claim and claim_any, and
 // their plans are made under the caller's settings; a SET clause of their
 // own would cost every call the saving and restoring of the setting
-// (measured: 3-6% of a claim of one lane). Measured against the single
-// function of schema version 18 (pgbench, one claimer, claim and commit
-// interleaved with the old function on a copy of the same queue, 1,000
-// lanes, five runs of 40 s): a claim of one lane 0.1-2.9% slower (the
-// call of claim_from), of 8 tasks over 16 named lanes the same, of 8 over
-// any lane 9-10% faster (no set_config of jit around it); one that falls
-// back to every lane (1,000) 4-4.5% slower (the names of every unpaused
-// lane are passed to claim_named).
+// (3-6% of a claim of one lane). What the split into functions cost
+// against the single function of schema version 18 is measured in
+// docs/performance.md, "Inside the database functions".
 //
 // Every claim carries a token (lease.ClaimParams.Token, random unless the
 // caller names one), recorded in runs.claim_token. The function first takes
@@ -150,13 +142,9 @@
 // made the type never learns it (tried: every Settle on the connections
 // opened before the tests migrated failed to encode), nor one that outlives
 // the type being made again under another oid. JSON needs nothing of the
-// connection, so it passes a pooler and every query exec mode unchanged.
-// Measured, Settle calls of the two interleaved on one connection (2,000
-// each): JSON 532-647 µs for a run against 566-700 µs for the registered
-// composite, and the same within noise for 8 runs. Against the settle of
-// schema version 18 and its Go side, interleaved the same way: 472-527 µs
-// for a run against 474-528 µs, and 802-981 µs for 8 runs against
-// 951-3,280 µs.
+// connection, so it passes a pooler and every query exec mode unchanged,
+// and costs no more than the composite (docs/performance.md, "Inside the
+// database functions").
 //
 // settle, with eleven parallel arrays, is the call of the qd builds for
 // schema versions 16 to 18, which write log_error and events in statements

@@ -224,6 +224,19 @@ func LaneOf(l lease.Lane) Lane {
 		Queued: l.Queued, OldestQueuedAt: When(l.OldestQueued), SetBy: l.SetBy}
 }
 
+// AgentPause is a paused agent (`qd agent pause`): when and by whom; none
+// of its tasks is claimed until it is resumed.
+type AgentPause struct {
+	Agent    string    `json:"agent"`
+	PausedAt time.Time `json:"paused_at"`
+	SetBy    string    `json:"set_by"`
+}
+
+// AgentPauseOf is a on the wire.
+func AgentPauseOf(a lease.AgentPause) AgentPause {
+	return AgentPause{Agent: a.Agent, PausedAt: a.At, SetBy: a.SetBy}
+}
+
 // Lease is what a claim hands out (`qd claim`): the run, its task's
 // payload as enqueued, and when the lease ends unless renewed.
 type Lease struct {

@@ -255,6 +255,33 @@ ui {
 			return paused
 		})
 	})
+	t.Run("PauseAgent", func(t *testing.T) {
+		// The agent's pause button stops its claims in every lane: a task
+		// enqueued for it waits; Resume lets it run.
+		if err := do(chromedp.Click(chromedp.CSS("#agent-build-ci-1 button.pause")),
+			chromedp.WaitVisible(chromedp.CSS("#flash .flash")), chromedp.WaitVisible(chromedp.CSS("#agent-build-ci-1 button.resume"))); err != nil {
+			t.Fatal(err)
+		}
+		var by string
+		if err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT set_by FROM %s.agent_pauses WHERE agent = 'build'`, schema)).Scan(&by); err != nil || by != "qd ui" {
+			t.Fatalf("agent build's pause in the database: set by %q, %v", by, err)
+		}
+		id := testkit.MustQD(t, qd, db, "enqueue", "--lane", "build", "--agent", "build", `"while paused"`)
+		time.Sleep(3 * time.Second) // three ticks of the agent
+		state := func() string {
+			var st string
+			_ = pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT state FROM %s.tasks WHERE id = $1`, schema), id).Scan(&st)
+			return st
+		}
+		if st := state(); st != "queued" {
+			t.Fatalf("task %s of the paused agent is %s, want still queued", id, st)
+		}
+		if err := do(chromedp.Click(chromedp.CSS("#agent-build-ci-1 button.resume")),
+			chromedp.WaitVisible(chromedp.CSS("#agent-build-ci-1 button.pause"))); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, 10*time.Second, "the resumed agent's task claimed", func() bool { return state() != "queued" })
+	})
 	t.Run("Timeline", func(t *testing.T) {
 		// One bar per run of the last hour.
 		if err := do(chromedp.Navigate(base+"/timeline?range=hour"), chromedp.WaitVisible(chromedp.CSS("svg.timeline")),

@@ -94,6 +94,9 @@ type DashboardStore interface {
 	Retry(ctx context.Context, taskID int64) error
 	SetLane(ctx context.Context, u LaneUpdate) (Lane, error)
 	Lanes(ctx context.Context) ([]Lane, error)
+	PauseAgent(ctx context.Context, agent, setBy string) (AgentPause, error)
+	ResumeAgent(ctx context.Context, agent string) error
+	PausedAgents(ctx context.Context) ([]AgentPause, error)
 	Task(ctx context.Context, id int64) (Task, error)
 	Run(ctx context.Context, id int64) (Run, error)
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)

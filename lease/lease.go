@@ -400,6 +400,14 @@ type Provider interface {
 	// Lanes lists every lane with its running and queued counts.
 	Lanes(ctx context.Context) ([]Lane, error)
 
+	// PauseAgent stops every claim of the agent's tasks until ResumeAgent;
+	// pausing a paused agent keeps its first record. ResumeAgent of an
+	// agent that is not paused does nothing. ErrInvalid for a bad name.
+	PauseAgent(ctx context.Context, agent, setBy string) (AgentPause, error)
+	ResumeAgent(ctx context.Context, agent string) error
+	// PausedAgents lists the paused agents by name.
+	PausedAgents(ctx context.Context) ([]AgentPause, error)
+
 	Task(ctx context.Context, id int64) (Task, error)
 	Run(ctx context.Context, id int64) (Run, error)
 	Tasks(ctx context.Context, f TaskFilter) ([]Task, error)

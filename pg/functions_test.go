@@ -32,6 +32,7 @@ var functionSums = map[int]string{
 	18: "17f5db95605dae3e4a021324e6980da8495a77fce7dd859476a7796654fa15c4",
 	19: "4bf306ca467b8dc8487e2d9147a14683b0bea76b82acf82406a75e8cef3c8295",
 	20: "9b6e42b233944dbb5b51b0865b9cbc69fa57ba4d45e962da2cff74ff039cf533",
+	21: "81a254f6ced6dd145aa4f4d968a0e99b5bf5170e4075e6b779328b238246d1c2",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -328,6 +328,24 @@ func (s *server) pause(paused bool) func(r *http.Request) (result, error) {
 	}
 }
 
+// pauseAgent pauses or resumes the agent named in the path, in every
+// daemon's claims.
+func (s *server) pauseAgent(paused bool) func(r *http.Request) (result, error) {
+	return func(r *http.Request) (result, error) {
+		name := r.PathValue("name")
+		if !paused {
+			if err := s.o.Store.ResumeAgent(r.Context(), name); err != nil {
+				return result{}, err
+			}
+			return result{Message: fmt.Sprintf("agent %s resumed: its queued tasks are claimed again", name)}, nil
+		}
+		if _, err := s.o.Store.PauseAgent(r.Context(), name, "qd ui"); err != nil {
+			return result{}, err
+		}
+		return result{Message: fmt.Sprintf("agent %s paused: none of its tasks is claimed until it is resumed; live runs go on", name)}, nil
+	}
+}
+
 // bulk retries or cancels every task the posted filter selects.
 func (s *server) bulk(r *http.Request) (result, error) {
 	_, q, err := parseFilter(r.PostForm)

@@ -36,6 +36,9 @@ type AgentRow struct {
 	Last     *api.LastOutcome `json:"last,omitempty"`
 	// Box is what keeps its runs in, from the daemon's socket.
 	Box *api.BoxStatus `json:"box,omitempty"`
+	// Paused says when and by whom the agent was paused (qd agent pause);
+	// null when its tasks are claimed.
+	Paused *api.AgentPause `json:"paused"`
 }
 
 // RunRow is a run in flight: in the JSON the run as its daemon's socket
@@ -199,6 +202,18 @@ func (s *server) agents(ctx context.Context, ds []Daemon, snaps map[string]*api.
 			if r, ok := by[out[i].Name]; ok && !out[i].Live {
 				last := api.LastOutcomeOf(r)
 				out[i].Last = &last
+			}
+		}
+	}
+	paused, err := s.o.Store.PausedAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paused {
+		for i := range out {
+			if out[i].Name == p.Agent {
+				w := api.AgentPauseOf(p)
+				out[i].Paused = &w
 			}
 		}
 	}

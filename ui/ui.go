@@ -205,6 +205,8 @@ func (s *server) routes() {
 	s.action("POST /actions/tasks/{id}/retry", s.retry)
 	s.action("POST /actions/lanes/{name}/pause", s.pause(true))
 	s.action("POST /actions/lanes/{name}/resume", s.pause(false))
+	s.action("POST /actions/agents/{name}/pause", s.pauseAgent(true))
+	s.action("POST /actions/agents/{name}/resume", s.pauseAgent(false))
 	s.action("POST /actions/bulk", s.bulk)
 }
 

@@ -222,7 +222,7 @@ func (c *completer) argument(cmd *command, n int, cur string) []candidate {
 		return nil
 	}
 	switch cmd.name {
-	case "run-now":
+	case "run-now", "agent pause", "agent resume":
 		return matching(cur, c.agents())
 	case "lane set":
 		return matching(cur, c.lanes())

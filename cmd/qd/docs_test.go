@@ -14,7 +14,7 @@ func TestDocs_ListEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^#### `qd ([a-z][a-z-]*(?: (?:set|list|start|status|stop|install|uninstall))?)").FindAllSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile("(?m)^#### `qd ([a-z][a-z-]*(?: (?:set|list|start|status|stop|install|uninstall|pause|resume))?)").FindAllSubmatch(src, -1) {
 		documented[string(m[1])] = true
 	}
 	for _, c := range commands {

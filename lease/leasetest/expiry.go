@@ -358,5 +358,18 @@ func testSettleLateCompletion(t *testing.T, p lease.Provider) {
 		}
 		before.check(t, takeSnapshot(t, p, failed.TaskID), "a late failure")
 	})
+	t.Run("AfterAbandonRefused", func(t *testing.T) {
+		// A run its owner gave up while it held the lease is no late
+		// completion: the abandon stands.
+		mustEnqueue(t, p, task("late-abandoned", "a"))
+		l := MustClaim(t, p, claimIn("late-abandoned"))
+		mustSettle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunAbandoned, Summary: "giving up"})
+		before := takeSnapshot(t, p, l.TaskID)
+		err := settle(t, p, lease.Settlement{RunID: l.RunID, Outcome: lease.RunCompleted, Summary: "done after all", ExitCode: &code})
+		if !errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("completion of run %d after its owner abandoned it: got %v, want ErrLeaseLost", l.RunID, err)
+		}
+		before.check(t, takeSnapshot(t, p, l.TaskID), "a completion after an abandon")
+	})
 	checkConsistent(t, p)
 }

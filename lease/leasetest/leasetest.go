@@ -70,6 +70,8 @@ var cases = []testCase{
 	{"Retry", testRetry},
 	{"AbandonOwner", testAbandonOwner},
 	{"Lanes/PauseAndLimit", testLanesPauseAndLimit},
+	{"Agents/Pause", testAgentsPause},
+	{"Agents/PauseUnderRace", testAgentsPauseUnderRace},
 	{"Prune", testPrune},
 	{"Periodic/ExactlyOnce", testPeriodicExactlyOnce},
 	{"Listings", testListings},

@@ -111,6 +111,8 @@ func testSettleFailRetriesThenFails(t *testing.T, p lease.Provider) {
 	}
 	if tk := wantState(t, p, id, lease.TaskFailed); tk.Attempts != 3 || tk.FinishedAt.IsZero() {
 		t.Errorf("failed task: attempts %d, finished %v; want 3 and a finish time", tk.Attempts, tk.FinishedAt)
+	} else if tk.RunAfter.After(tk.FinishedAt) {
+		t.Errorf("failed task: runs after %v, later than its end %v: it runs no more", tk.RunAfter, tk.FinishedAt)
 	}
 	mustNoWork(t, p, claimIn("fail"))
 	runs := mustRuns(t, p, lease.RunFilter{TaskID: id})

@@ -109,7 +109,8 @@ func (p *Provider) eligible(agent string, covers func(string) bool, now time.Tim
 	var ts []*lease.Task
 	for _, t := range p.tasks {
 		l := p.lanes[t.Lane]
-		if t.State != lease.TaskQueued || l.Paused || !covers(t.Lane) ||
+		_, paused := p.paused[t.Agent]
+		if t.State != lease.TaskQueued || l.Paused || paused || !covers(t.Lane) ||
 			(agent != "" && t.Agent != agent) || t.RunAfter.After(now) {
 			continue
 		}

@@ -24,6 +24,7 @@ type Provider struct {
 	live     map[int64]*lease.Run // runs whose state is running
 	tokens   map[string][]int64   // claim token → the runs its claim made
 	periodic map[string]time.Time
+	paused   map[string]lease.AgentPause // agent → its pause (agent.go)
 	lastTask int64
 	lastRun  int64
 	// The outbox and the notifications made from it (notifications.go).
@@ -41,6 +42,7 @@ func New() *Provider {
 		runs:     map[int64]*lease.Run{},
 		live:     map[int64]*lease.Run{},
 		periodic: map[string]time.Time{},
+		paused:   map[string]lease.AgentPause{},
 		notes:    map[int64]*lease.Notification{},
 	}
 }

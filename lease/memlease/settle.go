@@ -117,7 +117,10 @@ func (p *Provider) lateCompletion(r *lease.Run, s lease.Settlement) bool {
 	t := p.tasks[r.TaskID]
 	switch {
 	case r.State == lease.RunRunning:
-	case r.State == lease.RunAbandoned && (t.State == lease.TaskQueued || t.State == lease.TaskFailed):
+	case r.State == lease.RunAbandoned && !r.FinishedAt.Before(r.LeaseExpiresAt) &&
+		(t.State == lease.TaskQueued || t.State == lease.TaskFailed):
+		// Abandoned once its lease ran out (reaped), not given up by its
+		// owner while it held it.
 	default:
 		return false
 	}

@@ -24,7 +24,8 @@
 -- claim first takes the token's advisory lock (so a retry waits for an
 -- earlier call still in flight) and looks for runs with its token: when
 -- there are any, that claim committed, and this call returns those of its
--- runs that are still live, claiming nothing. p_n = 0 only looks.
+-- runs that are still live, claiming nothing. p_n = 0 only looks. The
+-- tasks of a paused agent (agent_pauses) are never taken.
 CREATE OR REPLACE FUNCTION {{schema}}.claim(
     p_lanes text[], p_agent text, p_owner text, p_instance text, p_lease interval, p_n int,
     p_token text)
@@ -57,6 +58,11 @@ BEGIN
         END IF;
     END IF;
     IF p_n < 1 OR cardinality(p_lanes) = 0 THEN
+        RETURN;
+    END IF;
+    -- A paused agent: nothing to take. A claim of any agent leaves the
+    -- tasks of paused ones in claim_from.
+    IF p_agent IS NOT NULL AND EXISTS (SELECT FROM {{schema}}.agent_pauses a WHERE a.agent = p_agent) THEN
         RETURN;
     END IF;
     IF p_lanes IS NULL THEN

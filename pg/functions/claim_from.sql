@@ -80,6 +80,8 @@ BEGIN
                 WHERE t.id = (
                     SELECT x.id FROM {{schema}}.tasks x
                     WHERE x.lane = v_lane AND x.state = 'queued' AND x.run_after <= v_now
+                      AND (p_agent IS NOT NULL OR NOT EXISTS (
+                          SELECT FROM {{schema}}.agent_pauses a WHERE a.agent = x.agent))
                       AND (p_agent IS NULL OR x.agent = p_agent)
                     ORDER BY x.priority, x.run_after, x.id
                     LIMIT 1
@@ -104,6 +106,8 @@ BEGIN
             WITH picked AS (
                 SELECT t.id FROM {{schema}}.tasks t
                 WHERE t.lane = v_lane AND t.state = 'queued' AND t.run_after <= v_now
+                  AND (p_agent IS NOT NULL OR NOT EXISTS (
+                      SELECT FROM {{schema}}.agent_pauses a WHERE a.agent = t.agent))
                   AND (p_agent IS NULL OR t.agent = p_agent)
                 ORDER BY t.priority, t.run_after, t.id
                 LIMIT v_take

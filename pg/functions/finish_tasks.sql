@@ -3,9 +3,10 @@
 -- wins over a retry; a failed attempt waits retry_in (or the backoff); an
 -- abandoned one waits retry_in when given (a timeout or a stall: the
 -- agent's own doing), else is claimable at once; refund gives the attempt
--- back. A task that reaches a final state gets its finished_at in the same
--- write: every write of a task row here is a new row version with an entry
--- in each of its indexes, so it is written once. Only running tasks move.
+-- back. A task that reaches a final state keeps its run_after (it runs
+-- no more) and gets its finished_at in the same write: every write of a
+-- task row here is a new row version with an entry in each of its
+-- indexes, so it is written once. Only running tasks move.
 -- A task that fails for good records the 'failed' event of its run in
 -- events, the outbox notifications are made from, in the same statement:
 -- this is the one place tasks become failed, so none fails untold.
@@ -21,7 +22,8 @@ BEGIN
     WITH moved AS (
         UPDATE {{schema}}.tasks t SET (attempts, state, run_after, updated_at, finished_at) = (
             SELECT a.attempts, n.state,
-                   CASE WHEN x.outcome = 'failed'
+                   CASE WHEN n.state <> 'queued' THEN t.run_after
+                        WHEN x.outcome = 'failed'
                             THEN a.now + coalesce(x.retry_in, {{schema}}.backoff(t.attempts, interval '10 seconds'))
                         WHEN x.outcome = 'abandoned' THEN a.now + coalesce(x.retry_in, interval '0')
                         ELSE t.run_after END,

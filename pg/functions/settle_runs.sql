@@ -90,7 +90,10 @@ BEGIN
                 FROM (SELECT p_rows[array_position(v_ids, r.id)] AS s) a)
             FROM {{schema}}.runs o JOIN {{schema}}.tasks t ON t.id = o.task_id
             WHERE r.id = ANY (v_late) AND o.id = r.id
-              AND (o.state = 'running' OR o.state = 'abandoned' AND t.state IN ('queued', 'failed'))
+              -- An abandoned run counts only when it was abandoned after
+              -- its lease ran out (reaped), not given up while it held it.
+              AND (o.state = 'running'
+                   OR o.state = 'abandoned' AND o.finished_at >= o.lease_expires_at AND t.state IN ('queued', 'failed'))
               AND NOT EXISTS (SELECT 1 FROM {{schema}}.runs n WHERE n.task_id = o.task_id AND n.id > o.id)
             RETURNING r.id, r.task_id, o.state AS was
         ),

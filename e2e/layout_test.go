@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -107,5 +108,18 @@ func TestLayout_Imports(t *testing.T) {
 	}
 	if strings.Contains(string(deps), module+"bench\n") {
 		t.Error("the qd binary links package bench")
+	}
+}
+
+// Ensure qd builds for macOS, where it runs under launchd: the cgroup,
+// box and pidfd code has Linux files and others, and a field used beside
+// the Linux one alone breaks only that build. (The tests themselves are
+// Linux's.)
+func TestLayout_BuildsForMacOS(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "build", "../...")
+	cmd.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("GOOS=darwin GOARCH=arm64 go build ./...: %v\n%s", err, out)
 	}
 }

@@ -23,6 +23,9 @@ type cgroupTree struct{}
 
 type runCgroup struct{}
 
+// is is false: without cgroups no run has one.
+func (*runCgroup) is(string) bool { return false }
+
 func setupCgroups(string, hclog.Logger) (*cgroupTree, error) { return nil, errNoCgroups }
 
 func (*cgroupTree) containment() Containment { return ProbeContainment() }

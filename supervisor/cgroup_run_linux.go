@@ -40,6 +40,10 @@ type runCgroup struct {
 	gen int
 }
 
+// is reports whether the run's cgroup is the one at path; false for a run
+// without one.
+func (g *runCgroup) is(path string) bool { return g != nil && g.path == path }
+
 // holder is the generation of the slot's current run, for liveCPU.
 func (g *runCgroup) holder() int {
 	g.mu.Lock()

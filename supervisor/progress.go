@@ -55,7 +55,7 @@ func (s *Supervisor) RunOfProcess(pid int) (RunRef, error) {
 		c.mu.Lock()
 		leader, cg := c.pid, c.cg
 		c.mu.Unlock()
-		if leader == pgid || (cgroup != "" && cg != nil && cg.path == cgroup) {
+		if leader == pgid || (cgroup != "" && cg.is(cgroup)) {
 			return RunRef{RunID: c.l.RunID, TaskID: c.l.TaskID}, nil
 		}
 	}

@@ -151,6 +151,10 @@ type AgentStatus struct {
 	// (docs/sandbox.md); absent for an agent whose runs run as the daemon
 	// does.
 	Box *BoxStatus `json:"box,omitempty"`
+	// Paused says when and by whom the agent was paused in the queue (qd
+	// agent pause): no daemon claims its tasks. Absent when it is not, or
+	// the queue did not answer.
+	Paused *AgentPause `json:"paused,omitempty"`
 }
 
 // BoxStatus is what is in force for an agent's runs: the user they run

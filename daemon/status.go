@@ -90,6 +90,18 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	if err != nil {
 		s.Database.Error = err.Error()
 	}
+	if err == nil {
+		if paused, err := d.queue.PausedAgents(ctx); err == nil {
+			for _, p := range paused {
+				for i := range s.Agents {
+					if s.Agents[i].Name == p.Agent {
+						w := api.AgentPauseOf(p)
+						s.Agents[i].Paused = &w
+					}
+				}
+			}
+		}
+	}
 	for _, l := range lanes {
 		ls := api.LaneStatus{Name: l.Name, MaxRunning: l.MaxRunning, Paused: l.Paused, Running: l.Running, Queued: l.Queued}
 		if !l.OldestQueued.IsZero() {

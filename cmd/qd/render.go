@@ -98,7 +98,11 @@ func renderAgents(w io.Writer, agents []api.AgentStatus, now time.Time) {
 				last += ": " + truncate(l.Summary, 60)
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", a.Name, a.Schedule, relative(a.NextTick, now), a.Running, a.Parallel, last)
+		next := relative(a.NextTick, now)
+		if p := a.Paused; p != nil {
+			next = fmt.Sprintf("PAUSED %s by %s", relative(p.PausedAt, now), orDefault(p.SetBy, "someone unnamed"))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d/%d\t%s\n", a.Name, a.Schedule, next, a.Running, a.Parallel, last)
 	}
 }
 

@@ -192,11 +192,8 @@ func TestReadme_CommandsMatchHelp(t *testing.T) {
 		case strings.HasPrefix(line, "Commands:"):
 			inCommands = true
 		case inCommands && strings.HasPrefix(line, "  "):
-			f := strings.Fields(line)
-			name := f[0]
-			if len(f) > 1 && (name == "lane" || name == "db" || name == "service") {
-				name += " " + f[1]
-			}
+			// The name ends where two spaces begin the summary: "lane set".
+			name, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
 			help = append(help, name)
 		case inCommands && strings.TrimSpace(line) == "":
 			inCommands = len(help) == 0

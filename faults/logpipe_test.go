@@ -92,7 +92,11 @@ func TestLog_BlockedStderr(t *testing.T) {
 	long := r.enqueue("lp1", "w", `{"mode":"sleep","ms":62000}`, 3)
 	cancelled := r.enqueue("lp2", "w", `{"mode":"sleep","ms":62000}`, 3)
 	timedOut := r.enqueue("lp3", "t", `{"mode":"sleep","ms":62000}`, 1)
-	body := r.agentHCL(agentConf{name: "w", lanes: []string{"lp1", "lp2"}, parallel: 2, lease: "3s", heartbeat: "1s"}) +
+	// The lease is six heartbeats long: a blocked writer that stopped the
+	// renewals lets it lapse within the minute watched below, while the
+	// jitter of a loaded machine (renewals up to 2.75s apart seen with
+	// every package's tests at once on two cores, 1s alone) does not.
+	body := r.agentHCL(agentConf{name: "w", lanes: []string{"lp1", "lp2"}, parallel: 2, lease: "6s", heartbeat: "1s"}) +
 		r.agentHCL(agentConf{name: "t", lanes: []string{"lp3"}, lease: "3s", heartbeat: "1s", extra: `timeout = "8s"`})
 	// Quick runs on the blocked daemon alone: two log lines each, enough
 	// to fill any log queue.
@@ -119,10 +123,8 @@ func TestLog_BlockedStderr(t *testing.T) {
 		r.scalar(&silent, `SELECT extract(epoch FROM clock_timestamp() - last_heartbeat_at) FROM {s}.runs WHERE id = $1`, runLong)
 		longest = max(longest, silent)
 		// Renewals that stopped would leave the run silent for the rest of
-		// the minute; a silence as long as the lease (3s) let it lapse. A
-		// shorter gap is the jitter of a loaded machine (up to 2.75s seen
-		// with every package's tests at once on two cores, 1s alone).
-		if silent >= 3 {
+		// the minute; a silence as long as the lease (6s) let it lapse.
+		if silent >= 6 {
 			t.Fatalf("run %d not renewed for %.1fs, as long as its lease, while the daemon's stderr was blocked", runLong, silent)
 		}
 		time.Sleep(500 * time.Millisecond)

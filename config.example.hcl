@@ -154,6 +154,14 @@ agent "hello" {
   # $QD_RUN_ID` also counts as progress. Default: unset, none.
   # stall_timeout = "10m"
 
+  # "separate": stdout and stderr each have a pipe, so `qd logs --stderr`
+  # and a failure's summary can tell them apart; the kernel keeps no order
+  # between two pipes, and lines written back to back to both may be logged
+  # the other way round. "merged": one pipe for both, as on a terminal: the
+  # log keeps the order they were written in, and all of it is stdout.
+  # Default: "separate".
+  # output = "merged"
+
   # Between SIGTERM and SIGKILL, on timeout, stall or cancel. On shutdown
   # the children have shutdown_grace instead. Default: "10s".
   kill_grace = "10s"

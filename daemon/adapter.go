@@ -81,7 +81,7 @@ func spec(conf *config.Config, a *config.Agent) supervisor.Spec {
 		Lease: a.Lease, Heartbeat: a.Heartbeat, Timeout: a.Timeout,
 		StallTimeout: a.StallTimeout, KillGrace: a.KillGrace, RetryBackoff: a.RetryBackoff,
 		Limits: limitsOf(a), User: credentialOf(a), Workdir: a.Workdir == config.WorkdirFresh,
-		KeepWorkdir: a.KeepWorkdir, Box: boxOf(conf, a),
+		KeepWorkdir: a.KeepWorkdir, Box: boxOf(conf, a), MergeOutput: a.Output == config.OutputMerged,
 	}
 }
 

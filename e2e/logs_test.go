@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -102,5 +103,26 @@ echo "try $QD_ATTEMPT"
 	}
 	if !strings.Contains(errOut.String(), "task "+id+" has no run yet (queued") {
 		t.Errorf("qd logs --task --follow did not say it waits for the first run:\n%s", errOut.String())
+	}
+}
+
+// Ensure an agent with output = "merged" has what it writes to stdout and
+// stderr back to back in the order written, through the daemon and
+// `qd logs`.
+func TestLogs_MergedOutputInOrder(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	script := testkit.MustScript(t, t.TempDir(), "pairs.sh", `i=0
+while [ $i -lt 500 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done`)
+	testkit.StartDaemon(t, qd, db, "merged", fmt.Sprintf("agent \"pairs\" {\n  command = [%q]\n  schedule = \"@every 1s\"\n  output = \"merged\"\n}\n", script), testkit.DaemonOptions{})
+	id := enqueue(t, qd, db, "mo", "pairs")
+	s := waitShow(t, qd, db, id, 30*time.Second, "done", func(s shown) bool { return s.Task.State == "done" })
+	var want strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&want, "out %d\nerr %d\n", i, i)
+	}
+	out := testkit.MustQD(t, qd, db, "logs", strconv.FormatInt(s.Runs[0].ID, 10))
+	if out+"\n" != want.String() && out != want.String() {
+		t.Errorf("qd logs of the merged run: %d bytes, not the 1,000 lines in the order written", len(out))
 	}
 }

@@ -130,7 +130,7 @@ func (s *Supervisor) launch(c *child) error {
 	if err == nil {
 		ends[2], ends[3], err = childPipe(true, true)
 	}
-	if err == nil {
+	if err == nil && !c.spec.MergeOutput {
 		ends[4], ends[5], err = childPipe(true, true)
 	}
 	if err != nil {
@@ -150,8 +150,12 @@ func (s *Supervisor) launch(c *child) error {
 		s.dropWorkdir(c)
 		return err
 	}
+	stderr := ends[5]
+	if c.spec.MergeOutput {
+		stderr = ends[3] // one pipe: the log keeps the order of both
+	}
 	for try := 1; ; try++ {
-		cmd, err = s.spawnChild(c, env, ends[0], ends[3], ends[5])
+		cmd, err = s.spawnChild(c, env, ends[0], ends[3], stderr)
 		// ETXTBSY: the program is open for writing somewhere, often only
 		// for the moment another child of this process, forked from
 		// another spawner thread, takes to exec (it holds a copy of every
@@ -260,8 +264,15 @@ func (s *Supervisor) pump(c *child) {
 	}
 	// The reader that finishes last says the output is drained.
 	var open atomic.Int32
-	open.Store(int32(len(c.pipes)))
+	for _, p := range c.pipes {
+		if p != nil {
+			open.Add(1)
+		}
+	}
 	for i, p := range c.pipes {
+		if p == nil {
+			continue // merged output: stderr is the stdout pipe
+		}
 		go func() {
 			c.out.copyFrom(p, i == 0, s.mono)
 			if open.Add(-1) == 0 {

@@ -55,6 +55,9 @@ type Spec struct {
 	// run is over unless KeepWorkdir (KeepFailed, KeepAlways) keeps it.
 	Workdir     bool
 	KeepWorkdir string
+	// MergeOutput gives the child one pipe for stdout and stderr, so the
+	// log keeps the order of what it wrote to both; all of it is stdout.
+	MergeOutput bool
 	// Box, when set, is the box the child and all it starts are kept in
 	// (package box); the supervisor adds the run's working directory.
 	Box *box.Spec

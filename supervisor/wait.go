@@ -23,7 +23,9 @@ func (s *Supervisor) wait(c *child) {
 	case <-c.outDone:
 	case <-time.After(PipeGrace):
 		for _, p := range c.pipes {
-			p.SetReadDeadline(time.Now())
+			if p != nil {
+				p.SetReadDeadline(time.Now())
+			}
 		}
 		<-c.outDone
 		c.log.Warn("output still open after the child exited; a grandchild holds it, killing the group", "grace", PipeGrace)

@@ -26,6 +26,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
 		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
+		{Name: "output"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
@@ -43,6 +44,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		KillGrace:    DefaultKillGrace,
 		RetryBackoff: DefaultRetryBackoff,
 		MaxAttempts:  DefaultMaxAttempts,
+		Output:       OutputSeparate,
 		DeclRange:    b.DefRange,
 	}
 	attrs, ctx, top := d.enter(b, agentSchema)
@@ -108,7 +110,20 @@ func (d *decoder) timing(attrs hcl.Attributes, ctx string, a *Agent) {
 	d.dur(attrs, "stall_timeout", ctx, &a.StallTimeout)
 	d.dur(attrs, "kill_grace", ctx, &a.KillGrace)
 	d.dur(attrs, "retry_backoff", ctx, &a.RetryBackoff)
+	d.oneOf(attrs, "output", ctx, &a.Output, OutputSeparate, OutputMerged)
 }
+
+// The values of an agent's output.
+const (
+	// OutputSeparate gives the child's stdout and stderr a pipe each: qd
+	// logs --stderr can tell them apart, but the kernel keeps no order
+	// between two pipes, so lines written back to back to the two may be
+	// logged the other way round (the default).
+	OutputSeparate = "separate"
+	// OutputMerged gives both one pipe, as a terminal does: the log keeps
+	// the order they were written in, and all of it counts as stdout.
+	OutputMerged = "merged"
+)
 
 // maxAttempts decodes a max_attempts attribute into dst and checks its
 // range.

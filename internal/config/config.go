@@ -115,6 +115,9 @@ type Agent struct {
 	Workdir, KeepWorkdir string
 	// Sandbox is its sandbox block; nil without one.
 	Sandbox *Sandbox
+	// Output is OutputSeparate or OutputMerged: whether the child's stdout
+	// and stderr share one pipe, and so keep their order in the log.
+	Output string
 
 	// Timetable is when a task of the agent is enqueued, one at each tick,
 	// as a periodic block of the agent's name would: the one line for "run

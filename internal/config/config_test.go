@@ -73,7 +73,7 @@ func TestLoad_Defaults(t *testing.T) {
 	want := Agent{
 		Name: "build", Schedule: "*/5 * * * *", Parallel: 1,
 		Lease: 5 * time.Minute, Heartbeat: 100 * time.Second, KillGrace: 10 * time.Second,
-		RetryBackoff: 10 * time.Second, MaxAttempts: 3, DeclRange: a.DeclRange,
+		RetryBackoff: 10 * time.Second, MaxAttempts: 3, Output: OutputSeparate, DeclRange: a.DeclRange,
 	}
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("agent:\ngot  %+v\nwant %+v", a, want)
@@ -133,6 +133,7 @@ func TestLoad_Full(t *testing.T) {
 			Name: "build", Command: []string{"/bin/sh", "-c", "make"}, Schedule: "@every 45s",
 			Parallel: 1, Lease: 5 * time.Minute, Heartbeat: 100 * time.Second,
 			KillGrace: 10 * time.Second, RetryBackoff: 10 * time.Second, MaxAttempts: 3,
+			Output: OutputSeparate,
 		}, {
 			Name:         "deploy",
 			Command:      []string{filepath.Join(dir, "bin/agent"), "--deploy", "fast"},
@@ -148,6 +149,7 @@ func TestLoad_Full(t *testing.T) {
 			KillGrace:    3 * time.Second,
 			RetryBackoff: time.Minute,
 			MaxAttempts:  7,
+			Output:       OutputSeparate,
 		}},
 		Periodics: []Periodic{{
 			Name: "hourly", Schedule: "@hourly", Agent: "build", Lane: "default",

@@ -108,6 +108,9 @@ func TestLoad_Rejects(t *testing.T) {
 			`58: agent "indir": command: program {dir}/sub2/ok.sh does not exist`,
 			`68: agent "notexec-path": command: program {dir}/notexec.sh is not executable (mode 0644)`,
 		}},
+		{"output", []string{
+			`4: agent "mixed": output "interleaved" is not one of separate, merged`,
+		}},
 		{"limits", []string{
 			`4: agent "build": memory_max "lots" ` + notSize,
 			`5: agent "build": cpu_max is a number of CPUs, more than 0 and at most 4096 (such as 0.5 or 2), got 0`,

@@ -1,0 +1,5 @@
+agent "mixed" {
+  command  = ["/bin/sh", "-c", "true"]
+  schedule = "@hourly"
+  output   = "interleaved"
+}

@@ -63,6 +63,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"soak", b.soak},
 		{"e2e", b.e2e},
 		{"idle", b.idle},
+		{"fleet", b.fleet},
 	}
 	for _, s := range steps {
 		if s.name != "environment" && len(o.Only) > 0 && !slices.Contains(o.Only, s.name) {

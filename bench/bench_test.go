@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 13}
+	want := map[string]int{"claim": 18, "claim_many": 24, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 13, "fleet": 22}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		if s.ID == "e2e" && strings.Contains(s.Shape, "River not measured") {
@@ -71,10 +71,18 @@ func TestRun(t *testing.T) {
 		{"idle", "50 agents ticking every second", "transactions_per_agent_tick"},
 		{"idle", "50 agents ticking every second", "daemon_cpu_percent"},
 		{"idle", "50 agents ticking every second", "rss_mib"},
+		{"fleet", "4 daemons × 10 children", "transactions_per_child_minute"},
+		{"fleet", "4 daemons × 10 children", "runs_lost"},
+		{"fleet", "4 daemons × 10 children", "min_lease_left_seconds"},
 	} {
 		if f, ok := r.Find(k[0], k[1], k[2]); !ok || f.Target == nil {
 			t.Errorf("%v: figure %v has no target", k, f)
 		}
+	}
+	// A larger fleet's cost per child is set against the smallest's.
+	if f, ok := r.Find("fleet", "4 daemons × 10 children", "transactions_per_child_minute"); !ok || f.Ratio == nil ||
+		f.Ratio.Case != "2 daemons × 10 children" {
+		t.Errorf("the fleet's cost per child is not set against the smallest fleet's: %+v", f)
 	}
 	// The daemon's tick to exec is set against the plain loop's, started
 	// at the same kind of tick on the same machine.
@@ -153,7 +161,8 @@ func checkFigure(t *testing.T, r *bench.Report, section string, f bench.Figure) 
 	// CPU is counted in steps of 10 ms, which an idle daemon may not reach
 	// in the small size.
 	mayBeZero := strings.HasPrefix(f.Metric, "dead_tuples") || f.Metric == "oldest_snapshot_max_s" ||
-		section == "idle" && (strings.Contains(f.Metric, "cpu") || strings.HasPrefix(f.Metric, "postgres_"))
+		section == "idle" && (strings.Contains(f.Metric, "cpu") || strings.HasPrefix(f.Metric, "postgres_")) ||
+		section == "fleet" && (strings.Contains(f.Metric, "cpu") || f.Metric == "runs_lost")
 	if !mayBeZero && f.Value <= 0 {
 		t.Errorf("%s / %s / %s = %v, want > 0", section, f.Case, f.Metric, f.Value)
 	}

@@ -37,7 +37,7 @@ type Options struct {
 	// comparison (saying why) when it cannot.
 	River string
 	// Only names the parts to run (claims, heartbeats, depth, history,
-	// soak, e2e, idle); empty runs them all.
+	// soak, e2e, idle, fleet); empty runs them all.
 	Only []string
 }
 
@@ -86,7 +86,7 @@ var scales = map[string]scale{
 
 // Parts lists the names Options.Only accepts, in the order they run.
 func Parts() []string {
-	return []string{"claims", "heartbeats", "depth", "history", "soak", "e2e", "idle"}
+	return []string{"claims", "heartbeats", "depth", "history", "soak", "e2e", "idle", "fleet"}
 }
 
 // Sizes lists the names Options.Size accepts.

@@ -57,7 +57,7 @@ func TestLayout_Imports(t *testing.T) {
 		"cmd/qd":             {"api", "backend", "daemon", "internal/box", "internal/config", "internal/localpg", "lease", "metrics", "supervisor", "systemd", "ui"},
 		"systemd":            {},
 		"cmd/qdbench":        {"bench"},
-		"bench":              {"api", "lease", "pg"},
+		"bench":              {"api", "internal/localpg", "lease", "pg"},
 		"model":              {},
 		"scripts/testreport": {"internal/testkit", "lease"},
 		"e2e":                {},

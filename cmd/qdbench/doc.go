@@ -6,9 +6,11 @@
 //
 // The database is --db, else $QD_DATABASE_URL; with neither it exits 2: it
 // never falls back to qd's private cluster, since it creates and drops
-// databases of its own. qdbench reads no config file. The end-to-end and
-// idle parts run a qd binary as a daemon: --qd, else the qd next to this
-// executable, else the first qd in PATH.
+// databases of its own. qdbench reads no config file. The end-to-end,
+// idle and fleet parts run a qd binary as a daemon: --qd, else the qd next
+// to this executable, else the first qd in PATH. The fleet part alone
+// makes a private cluster of its own, whose max_connections holds its
+// hundred daemons, and removes it after.
 //
 // Exit codes: 0 when the bench ran to the end; 1 when it failed (what it
 // measured until then is still printed); 2 on bad usage, when nothing ran.

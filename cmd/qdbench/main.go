@@ -26,8 +26,9 @@ latency with a deep queue and a long history, and a heartbeat soak, each as a
 figure and as a ratio to the minimal SKIP LOCKED claim measured in the same
 run; then tasks/s through a qd daemon (qd run, with --qd's binary) with real
 children against a plain fork-exec loop and River (built from --river's
-module with the go command, left out when it cannot be), and the idle cost of a daemon with
-50 agents. It works in schemas and databases of its own (qd_bench_*), which
+module with the go command, left out when it cannot be), the idle cost of a daemon with
+50 agents, and what a fleet of daemons, each with live children, costs the
+database as it grows (on a private cluster of its own). It works in schemas and databases of its own (qd_bench_*), which
 it drops when it ends; it never touches the queue's schema. It needs a role
 that may create databases. --size small takes seconds; --size full uses a
 million queued and ten million finished tasks and takes minutes. Progress

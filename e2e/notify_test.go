@@ -186,7 +186,7 @@ periodic "often" {
 			len(s.Unserved) == 1 && s.Unserved[0].Agent == "nobody" && s.Unserved[0].Queued == 1
 	})
 	out := testkit.MustQD(t, qd, db, "status", "--config", d.Config)
-	for _, want := range []string{"PERIODIC", "often", "WARNING: 1 queued tasks of agent nobody"} {
+	for _, want := range []string{"PERIODIC", "often", "WARNING: 1 queued task of agent nobody, which no running daemon runs: it waits until one does"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("qd status lacks %q:\n%s", want, out)
 		}

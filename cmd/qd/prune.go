@@ -58,7 +58,7 @@ func setupPrune(fs *flag.FlagSet) runFunc {
 		if *dryRun {
 			verb = "would prune"
 		}
-		fmt.Fprintf(env.Stdout, "%s %d tasks, %d runs, %d log files\n", verb, out.Tasks, out.Runs, out.Logs)
+		fmt.Fprintf(env.Stdout, "%s %s, %s, %s\n", verb, count(out.Tasks, "task", "tasks"), count(out.Runs, "run", "runs"), count(out.Logs, "log file", "log files"))
 		return nil
 	}
 }

@@ -65,14 +65,14 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 		fmt.Fprintf(w, "contained:\t%s\n", containmentText(c))
 	}
 	if s.LogLinesDropped > 0 {
-		fmt.Fprintf(w, "log:\t%d lines dropped: the daemon's stderr was not being read\n", s.LogLinesDropped)
+		fmt.Fprintf(w, "log:\t%s dropped: the daemon's stderr was not being read\n", count(s.LogLinesDropped, "line", "lines"))
 	}
 	if h := s.StartsHeld; h != nil {
 		state := "HELD until " + h.Until.Format(time.RFC3339)
 		if !h.Until.After(now) {
 			state = "held until " + h.Until.Format(time.RFC3339) + ", trying again"
 		}
-		fmt.Fprintf(w, "starts:\t%s: %s; %d runs given back unstarted since %s\n", state, h.Reason, h.GivenBack, h.Since.Format(time.RFC3339))
+		fmt.Fprintf(w, "starts:\t%s: %s; %s given back unstarted since %s\n", state, h.Reason, count(h.GivenBack, "run", "runs"), h.Since.Format(time.RFC3339))
 	}
 	if !s.DrainingSince.IsZero() {
 		fmt.Fprintf(w, "state:\tDRAINING since %s (%s): claims nothing more\n", s.DrainingSince.Format(time.RFC3339), relative(s.DrainingSince, now))
@@ -80,8 +80,8 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 	if n := s.Notifications; n.Sent+n.Failed+n.Retried > 0 || len(n.Down) > 0 {
 		fmt.Fprintf(w, "notified:\t%d sent, %d failed, %d retried\n", n.Sent, n.Failed, n.Retried)
 		for _, down := range n.Down {
-			fmt.Fprintf(w, "notify down:\t%s since %s (%s), %d tries failed: %s\n", down.Target,
-				down.Since.Format(time.RFC3339), relative(down.Since, now), down.Fails, truncate(down.Error, 80))
+			fmt.Fprintf(w, "notify down:\t%s since %s (%s), %s failed: %s\n", down.Target,
+				down.Since.Format(time.RFC3339), relative(down.Since, now), count(down.Fails, "try", "tries"), truncate(down.Error, 80))
 		}
 	}
 }
@@ -137,7 +137,12 @@ func renderPeriodics(w io.Writer, ps []api.Periodic, now time.Time) {
 // renderUnserved warns of queued tasks that no living daemon runs.
 func renderUnserved(w io.Writer, us []api.UnservedAgent) {
 	for _, u := range us {
-		fmt.Fprintf(w, "\nWARNING: %d queued tasks of agent %s, which no running daemon runs: they wait until one does\n", u.Queued, u.Agent)
+		they := "they wait"
+		if u.Queued == 1 {
+			they = "it waits"
+		}
+		fmt.Fprintf(w, "\nWARNING: %s of agent %s, which no running daemon runs: %s until one does\n",
+			count(u.Queued, "queued task", "queued tasks"), u.Agent, they)
 	}
 }
 

@@ -57,8 +57,8 @@ wakes, a periodic for an agent this file does not define.`,
 				for _, w := range conf.Warnings {
 					fmt.Fprintf(env.Stderr, "qd: warning: %s\n", w)
 				}
-				fmt.Fprintf(env.Stdout, "%s: ok: %d agents, %d periodic schedules, %d lanes\n",
-					conf.Source(), len(conf.Agents), len(conf.Periodics), len(conf.Lanes))
+				fmt.Fprintf(env.Stdout, "%s: ok: %s, %s, %s\n", conf.Source(), count(len(conf.Agents), "agent", "agents"),
+					count(len(conf.Periodics), "periodic schedule", "periodic schedules"), count(len(conf.Lanes), "lane", "lanes"))
 				return nil
 			}
 			configured, err := env.configuredURL()

@@ -170,7 +170,11 @@ func taskLogs(ctx context.Context, env *Env, prov lease.Provider, id int64, o lo
 		}
 		if f.AfterID == 0 && !waiting {
 			waiting = true
-			fmt.Fprintf(env.Stderr, "qd: task %d has no run yet (%s, may run %s); waiting for its first\n", id, t.State, relative(t.RunAfter, time.Now()))
+			when := "may run now"
+			if now := time.Now(); t.RunAfter.After(now) {
+				when = "may run " + relative(t.RunAfter, now)
+			}
+			fmt.Fprintf(env.Stderr, "qd: task %d has no run yet (%s, %s); waiting for its first\n", id, t.State, when)
 		}
 		if sleepOrDone(ctx, pollEvery) != nil {
 			return nil

@@ -75,6 +75,11 @@ var cases = []testCase{
 	{"Prune", testPrune},
 	{"Periodic/ExactlyOnce", testPeriodicExactlyOnce},
 	{"Listings", testListings},
+	{"Chain/WaitingNeverClaimed", testChainWaitingNeverClaimed},
+	{"Chain/Results", testChainResults},
+	{"Chain/FailureCancels", testChainFailureCancels},
+	{"Chain/Enqueue", testChainEnqueue},
+	{"Chain/Cancel", testChainCancel},
 }
 
 // Short leases that expire during a test, and long ones that must not.

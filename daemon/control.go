@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 // peer names, for the log, who sent a request on the socket: its pid and,
@@ -93,7 +95,8 @@ func (d *daemon) agentList() string {
 func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enqueued, error) {
 	p := lease.EnqueueParams{Lane: req.Lane, Agent: req.Agent, Payload: req.Payload, Priority: req.Priority,
 		RunAfter: req.RunAfter, Delay: time.Duration(req.DelaySeconds * float64(time.Second)),
-		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: api.CallerOf(ctx).RunID}
+		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: api.CallerOf(ctx).RunID,
+		After: req.After, AfterAny: req.AfterAny}
 	if err := lease.ValidateEnqueue(&p); err != nil {
 		return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
@@ -112,4 +115,30 @@ func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enque
 	d.logger.Info("enqueue through the socket", append([]any{"task_id", id, "lane", p.Lane, "agent", p.Agent,
 		"existed", existed, "woken", res.Woken}, peer(ctx)...)...)
 	return res, nil
+}
+
+// SetResult is POST /v1/runs/{id}/result: the run's result, kept by its
+// supervisor until the run completes and stored with the completion.
+func (d *daemon) SetResult(ctx context.Context, runID int64, result []byte) error {
+	err := d.sup.SetResult(runID, result)
+	switch {
+	case errors.Is(err, lease.ErrInvalid):
+		return fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	case errors.Is(err, supervisor.ErrUnknownRun):
+		return fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	case err != nil:
+		return err
+	}
+	d.logger.Debug("result through the socket", append([]any{"run_id", runID, "bytes", len(result)}, peer(ctx)...)...)
+	return nil
+}
+
+// ParentResults is GET /v1/runs/{id}/parents: the results of the tasks the
+// run's task waited for, read from the queue.
+func (d *daemon) ParentResults(ctx context.Context, runID int64) (map[int64]json.RawMessage, error) {
+	taskID := d.sup.TaskOf(runID)
+	if taskID == 0 {
+		return nil, fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	return d.queue.ParentResults(ctx, taskID)
 }

@@ -64,31 +64,34 @@ func (p *Provider) links(ctx context.Context, on string, taskID int64) ([]lease.
 	return out, nil
 }
 
-// ParentResults returns the results of the tasks taskID waits for.
+// ParentResults returns the results of the tasks taskID waits for, in one
+// read (a daemon makes it before each run starts): a task that waits for
+// none is one row with a NULL parent.
 func (p *Provider) ParentResults(ctx context.Context, taskID int64) (map[int64]json.RawMessage, error) {
 	rows, err := p.query(ctx, p.sql(`SELECT d.parent_id, (SELECT r.result FROM {{schema}}.runs r
 			WHERE r.task_id = d.parent_id AND r.state = 'completed' ORDER BY r.id DESC LIMIT 1)
-		FROM {{schema}}.task_deps d WHERE d.task_id = $1`), taskID)
+		FROM {{schema}}.tasks t LEFT JOIN {{schema}}.task_deps d ON d.task_id = t.id WHERE t.id = $1`), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("read the results task %d waited for: %w", taskID, mapErr(err))
 	}
 	out := map[int64]json.RawMessage{}
-	var id int64
+	var id *int64
 	var res *string
-	_, err = pgx.ForEachRow(rows, []any{&id, &res}, func() error {
-		out[id] = nil
-		if res != nil {
-			out[id] = json.RawMessage(*res)
+	n, err := pgx.ForEachRow(rows, []any{&id, &res}, func() error {
+		switch {
+		case id == nil:
+		case res == nil:
+			out[*id] = nil
+		default:
+			out[*id] = json.RawMessage(*res)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the results task %d waited for: %w", taskID, mapErr(err))
 	}
-	if len(out) == 0 {
-		if _, err := p.Task(ctx, taskID); err != nil {
-			return nil, err
-		}
+	if n.RowsAffected() == 0 {
+		return nil, fmt.Errorf("read the results task %d waited for: %w", taskID, lease.ErrNotFound)
 	}
 	return out, nil
 }

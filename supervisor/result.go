@@ -87,6 +87,16 @@ func (s *Supervisor) SetResult(runID int64, result []byte) error {
 	return nil
 }
 
+// TaskOf is the task of run runID, 0 when this supervisor does not run it.
+func (s *Supervisor) TaskOf(runID int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.children[runID]; c != nil {
+		return c.l.TaskID
+	}
+	return 0
+}
+
 // takeResult gives a completion c's result: the file of $QD_RESULT when
 // the child wrote one, else what it sent through the socket. A file that
 // is not a result fails the run instead, saying why. It removes the run's

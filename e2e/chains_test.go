@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+// timedAgent runs the example $SCRIPT and records in $LOG, apart from qd,
+// when each run started and ended (nanoseconds), and copies the file
+// $QD_PARENT_RESULTS names, when there is one.
+const timedAgent = `echo "start $QD_AGENT $QD_TASK_ID $(date +%s%N)" >> "$LOG"
+if [ -n "${QD_PARENT_RESULTS:-}" ]; then cp "$QD_PARENT_RESULTS" "$OUT/parents.$QD_TASK_ID"; fi
+"$SCRIPT"; rc=$?
+echo "end $QD_AGENT $QD_TASK_ID $(date +%s%N)" >> "$LOG"
+exit $rc
+`
+
+// chainShown is what `qd show --json` says of a task's chain and result.
+type chainShown struct {
+	Task struct {
+		State       string          `json:"state"`
+		LastSummary string          `json:"last_summary"`
+		After       []int64         `json:"after"`
+		Result      json.RawMessage `json:"result"`
+	} `json:"task"`
+	Parents []struct {
+		ID    int64
+		State string
+	} `json:"parents"`
+	Dependents []struct {
+		ID    int64
+		State string
+	} `json:"dependents"`
+}
+
+func showChain(t *testing.T, qd, db string, id int64) chainShown {
+	t.Helper()
+	out := testkit.MustQD(t, qd, db, "show", strconv.FormatInt(id, 10), "--json")
+	var s chainShown
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("qd show %d --json: %v\n%s", id, err, out)
+	}
+	return s
+}
+
+// Ensure the planner / workers / reducer example of docs/chains.md works
+// as it says: the planner enqueues five workers and a reducer after them
+// through its socket, the reducer starts only after the last worker ended
+// (by a record kept apart from qd) and reads their five results, and its
+// own result is what it made of them.
+func TestChains_PlannerWorkersReducer(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	wrap := testkit.MustScript(t, dir, "timed.sh", timedAgent)
+	log := filepath.Join(dir, "times")
+	agent := func(name string, parallel int) string {
+		script := filepath.Join(testkit.Root(), "examples", name+".sh")
+		return fmt.Sprintf(`
+agent %q {
+  command  = [%q]
+  schedule = "@every 1s"
+  parallel = %d
+  env = {
+    PATH   = %q
+    SCRIPT = %q
+    LOG    = %q
+    OUT    = %q
+  }
+}`, name, wrap, parallel, filepath.Dir(qd)+":/usr/bin:/bin", script, log, dir)
+	}
+	testkit.StartDaemon(t, qd, db, "chains", agent("planner", 1)+agent("worker", 5)+agent("reducer", 1), testkit.DaemonOptions{})
+	testkit.MustQD(t, qd, db, "lane", "set", "work", "--max-running", "5")
+	planner := enqueue(t, qd, db, "plan", "planner")
+	waitShow(t, qd, db, planner, 60*time.Second, "the planner to finish", func(s shown) bool { return s.Task.State == "done" })
+
+	var workers []int64
+	var reducer int64
+	testkit.Eventually(t, 60*time.Second, "the reducer to finish", func() bool {
+		out := testkit.MustQD(t, qd, db, "tasks", "--json")
+		var tasks []struct {
+			ID    int64  `json:"id"`
+			Agent string `json:"agent"`
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(out), &tasks); err != nil {
+			t.Fatalf("qd tasks --json: %v", err)
+		}
+		workers, reducer = nil, 0
+		done := false
+		for _, tk := range tasks {
+			switch tk.Agent {
+			case "worker":
+				workers = append(workers, tk.ID)
+			case "reducer":
+				reducer, done = tk.ID, tk.State == "done" || tk.State == "failed" || tk.State == "cancelled"
+			}
+		}
+		return done
+	})
+	sort.Slice(workers, func(i, j int) bool { return workers[i] < workers[j] })
+	red := showChain(t, qd, db, reducer)
+	if red.Task.State != "done" || len(workers) != 5 {
+		t.Fatalf("reducer %d: %s (%q); %d workers, want done and 5", reducer, red.Task.State, red.Task.LastSummary, len(workers))
+	}
+	if got := string(red.Task.Result); !strings.Contains(got, `"parts": 5`) || !strings.Contains(got, `"sum": 55`) {
+		t.Errorf("reducer's result: %s, want 5 parts summing to 55", got)
+	}
+	if len(red.Parents) != 5 || fmt.Sprint(red.Task.After) != fmt.Sprint(workers) {
+		t.Errorf("reducer waits for %v (parents %+v), want the workers %v", red.Task.After, red.Parents, workers)
+	}
+	for _, p := range red.Parents {
+		if p.State != "done" {
+			t.Errorf("reducer's parent %d is %s, want done", p.ID, p.State)
+		}
+	}
+	if w := showChain(t, qd, db, workers[0]); len(w.Dependents) != 1 || w.Dependents[0].ID != reducer {
+		t.Errorf("worker %d: dependents %+v, want the reducer %d", workers[0], w.Dependents, reducer)
+	}
+	if out := testkit.MustQD(t, qd, db, "result", strconv.FormatInt(workers[2], 10)); !strings.Contains(out, `"square": 9`) {
+		t.Errorf("qd result of worker %d: %s, want part 3's square", workers[2], out)
+	}
+
+	// The record kept apart from qd: every worker ended before the reducer
+	// started.
+	var lastEnd, reducerStart int64
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, log)), "\n") {
+		var what, agentName string
+		var task, ns int64
+		fmt.Sscan(line, &what, &agentName, &task, &ns)
+		switch {
+		case agentName == "worker" && what == "end":
+			lastEnd = max(lastEnd, ns)
+		case agentName == "reducer" && what == "start":
+			reducerStart = ns
+		}
+	}
+	if reducerStart == 0 || lastEnd == 0 || reducerStart < lastEnd {
+		t.Errorf("reducer started at %d, the last worker ended at %d: it must start after", reducerStart, lastEnd)
+	}
+	var parents map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, fmt.Sprint("parents.", reducer)))), &parents); err != nil || len(parents) != 5 {
+		t.Errorf("$QD_PARENT_RESULTS of the reducer: %v, %v; want five results", parents, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprint("parents.", workers[0]))); err == nil {
+		t.Errorf("worker %d, which waited for nothing, was given $QD_PARENT_RESULTS", workers[0])
+	}
+}

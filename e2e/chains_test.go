@@ -155,3 +155,86 @@ agent %q {
 		t.Errorf("worker %d, which waited for nothing, was given $QD_PARENT_RESULTS", workers[0])
 	}
 }
+
+// Ensure a worker that fails for good cancels the reducer waiting for it,
+// naming it; a retry of the worker's chain brings both back, and the
+// chain completes; and bad input is refused with exit 2 and one line,
+// with nothing enqueued.
+func TestChains_FailRetryAndBadInput(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	w := enqueue(t, qd, db, "w", "worker", "--max-attempts", "1")
+	r := enqueue(t, qd, db, "r", "reducer", "--after", w)
+	if s := showChain(t, qd, db, mustID(t, r)); s.Task.State != "waiting" {
+		t.Fatalf("reducer after a queued worker is %s, want waiting", s.Task.State)
+	}
+	if _, _, code := testkit.QD(t, qd, db, "claim", "--lane", "r"); code != 3 {
+		t.Errorf("claim in the reducer's lane while it waits: exit %d, want 3 (nothing to claim)", code)
+	}
+	claimAndEnd(t, qd, db, "w", "fail", "--summary", "upstream gone")
+	s := showChain(t, qd, db, mustID(t, r))
+	if want := "cancelled: task " + w + ", which it waited for, failed"; s.Task.State != "cancelled" || s.Task.LastSummary != want {
+		t.Errorf("reducer after its worker failed: %s, %q; want cancelled, %q", s.Task.State, s.Task.LastSummary, want)
+	}
+	out := testkit.MustQD(t, qd, db, "retry", w, "--chain")
+	if !strings.Contains(out, `"state": "queued"`) || !strings.Contains(out, `"state": "waiting"`) {
+		t.Errorf("qd retry --chain: %s; want the worker queued and the reducer waiting", out)
+	}
+	claimAndEnd(t, qd, db, "w", "complete")
+	claimAndEnd(t, qd, db, "r", "complete")
+	if s := showChain(t, qd, db, mustID(t, r)); s.Task.State != "done" {
+		t.Errorf("reducer after the retried chain: %s, want done", s.Task.State)
+	}
+
+	before := testkit.MustQD(t, qd, db, "tasks", "--json")
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = w
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--after", "9999"}, "task 9999 does not exist"},
+		{[]string{"--after", "x"}, `--after "x" is not a task id`},
+		{[]string{"--after", strings.Join(many, ",")}, "at most 1000"},
+		{[]string{"--after", w, "--after-any", w}, "cannot be used together"},
+	} {
+		args := append([]string{"enqueue", "--lane", "x", "--agent", "a"}, c.args...)
+		_, stderr, code := testkit.QD(t, qd, db, args...)
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("qd enqueue %s: exit %d, %q; want 2 and one line saying %q", strings.Join(c.args, " ")[:min(40, len(strings.Join(c.args, " ")))], code, stderr, c.want)
+		}
+	}
+	if after := testkit.MustQD(t, qd, db, "tasks", "--json"); after != before {
+		t.Errorf("refused enqueues changed the tasks:\n%s\nwant\n%s", after, before)
+	}
+	for _, args := range [][]string{{"results", "--parents"}, {"result", "-"}} {
+		if _, stderr, code := testkit.QD(t, qd, db, args...); code != 2 || !strings.Contains(stderr, "only inside an agent") {
+			t.Errorf("qd %s outside a run: exit %d, %q; want 2", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+func mustID(t *testing.T, s string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		t.Fatalf("task id %q: %v", s, err)
+	}
+	return id
+}
+
+// claimAndEnd claims the one task of lane with `qd claim` and ends its run
+// with `qd VERB RUN ARGS...`.
+func claimAndEnd(t *testing.T, qd, db, lane, verb string, args ...string) {
+	t.Helper()
+	var l struct {
+		RunID int64 `json:"run_id"`
+	}
+	out := testkit.MustQD(t, qd, db, "claim", "--lane", lane)
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatalf("qd claim --lane %s: %v\n%s", lane, err, out)
+	}
+	testkit.MustQD(t, qd, db, append([]string{verb, strconv.FormatInt(l.RunID, 10)}, args...)...)
+}

@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -237,4 +239,70 @@ func claimAndEnd(t *testing.T, qd, db, lane, verb string, args ...string) {
 		t.Fatalf("qd claim --lane %s: %v\n%s", lane, err, out)
 	}
 	testkit.MustQD(t, qd, db, append([]string{verb, strconv.FormatInt(l.RunID, 10)}, args...)...)
+}
+
+// Ensure the dashboard's task page draws the chain: the tasks it waits
+// for and those waiting for it, each linked and with its state's colour,
+// its result, and the same in its /api/ twin.
+func TestChains_Dashboard(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	a := enqueue(t, qd, db, "da", "w")
+	b := enqueue(t, qd, db, "db", "w")
+	c := enqueue(t, qd, db, "dc", "w", "--after", a, "--after", b)
+	var l struct {
+		RunID int64 `json:"run_id"`
+	}
+	out := testkit.MustQD(t, qd, db, "claim", "--lane", "da")
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	testkit.MustQD(t, qd, db, "complete", strconv.FormatInt(l.RunID, 10))
+
+	addr := freePort(t)
+	cmd := exec.Command(qd, "ui", "--listen", addr, "--read-only")
+	cmd.Env = append(testkit.Environ(), "QD_DATABASE_URL="+db, "QD_CONFIG=/nonexistent/qd.hcl", "STATE_DIRECTORY="+t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, readAll(resp)
+	}
+	testkit.Eventually(t, 10*time.Second, "qd ui to answer", func() bool { c, _ := get("/api/overview"); return c == http.StatusOK })
+	code, page := get("/tasks/" + c)
+	if code != http.StatusOK {
+		t.Fatalf("GET /tasks/%s: %d", c, code)
+	}
+	for _, want := range []string{
+		`<span class="state waiting" id="task-state">waiting</span>`,
+		`<a href="/tasks/` + a + `">task ` + a + `</a> <span class="state done">done</span>`,
+		`<a href="/tasks/` + b + `">task ` + b + `</a> <span class="state queued">queued</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("task page of %s lacks %s", c, want)
+		}
+	}
+	_, page = get("/tasks/" + a)
+	if want := `<ul id="dependents">`; !strings.Contains(page, want) || !strings.Contains(page, `<a href="/tasks/`+c+`">task `+c+`</a> <span class="state waiting">waiting</span>`) {
+		t.Errorf("task page of %s does not list %s waiting for it", a, c)
+	}
+	_, twin := get("/api/tasks/" + c)
+	var p struct {
+		Task struct {
+			After []int64 `json:"after"`
+		} `json:"task"`
+		Parents []struct {
+			ID    int64  `json:"id"`
+			State string `json:"state"`
+		} `json:"parents"`
+	}
+	if err := json.Unmarshal([]byte(twin), &p); err != nil || len(p.Parents) != 2 || len(p.Task.After) != 2 || p.Parents[0].State != "done" {
+		t.Errorf("GET /api/tasks/%s: %v, %.600s; want its two parents, the first done", c, err, twin)
+	}
 }

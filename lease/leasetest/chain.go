@@ -270,3 +270,44 @@ func testChainCancel(t *testing.T, p lease.Provider) {
 	}
 	wantState(t, p, e, lease.TaskCancelled)
 }
+
+// Ensure a task enqueued after one that finishes at that very moment is
+// never left waiting: each enqueue races the completion of the task it
+// names, and every dependent ends queued.
+func testChainEnqueueRacesFinish(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	const n = 20
+	mustSetLane(t, p, "race", n)
+	for range n {
+		mustEnqueue(t, p, task("race", "a"))
+	}
+	parents, err := p.ClaimMany(ctx, claimIn("race"), n)
+	if err != nil || len(parents) != n {
+		t.Fatalf("claim %d parents: got %d, %v", n, len(parents), err)
+	}
+	deps := make([]int64, n)
+	var wg sync.WaitGroup
+	for i, l := range parents {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if errs, err := p.Settle(ctx, complete(l.RunID)); err != nil || errs[0] != nil {
+				t.Errorf("complete parent %d: %v %v", l.TaskID, err, errs)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			id, _, err := p.Enqueue(ctx, after("raced", l.TaskID))
+			if err != nil {
+				t.Errorf("enqueue after %d: %v", l.TaskID, err)
+			}
+			deps[i] = id
+		}()
+	}
+	wg.Wait()
+	for i, id := range deps {
+		if tk := MustTask(t, p, id); tk.State != lease.TaskQueued {
+			t.Errorf("task %d, enqueued as task %d completed, is %s; want queued", id, parents[i].TaskID, tk.State)
+		}
+	}
+}

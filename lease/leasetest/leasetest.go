@@ -80,6 +80,7 @@ var cases = []testCase{
 	{"Chain/FailureCancels", testChainFailureCancels},
 	{"Chain/Enqueue", testChainEnqueue},
 	{"Chain/Cancel", testChainCancel},
+	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
 }
 
 // Short leases that expire during a test, and long ones that must not.

@@ -306,3 +306,41 @@ func TestChains_Dashboard(t *testing.T) {
 		t.Errorf("GET /api/tasks/%s: %v, %.600s; want its two parents, the first done", c, err, twin)
 	}
 }
+
+// Ensure an agent's result that is not JSON or past 1 MiB is refused
+// with exit 2 and one line, the result it stores after is kept, and an
+// agent whose task waited for none reads an empty object of results.
+func TestChains_ResultBadInput(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	script := testkit.MustScript(t, dir, "agent.sh", `o=$OUT
+echo '{' | qd result - 2> "$o/bad.err"; echo $? > "$o/bad.code"
+head -c 1100000 /dev/zero | tr '\0' 'x' | sed 's/^/"/; s/$/"/' | qd result - 2> "$o/big.err"; echo $? > "$o/big.code"
+qd results --parents > "$o/parents"; echo $? > "$o/parents.code"
+echo '{"kept": true}' | qd result -
+`)
+	testkit.StartDaemon(t, qd, db, "results", fmt.Sprintf(`
+agent "a" {
+  command  = [%q]
+  schedule = "@every 1s"
+  env = {
+    PATH = %q
+    OUT  = %q
+  }
+}`, script, filepath.Dir(qd)+":/usr/bin:/bin", dir), testkit.DaemonOptions{})
+	id := enqueue(t, qd, db, "res", "a")
+	waitShow(t, qd, db, id, 60*time.Second, "the agent to finish", func(s shown) bool { return s.Task.State == "done" })
+	out := func(name string) string { return strings.TrimSpace(readFile(t, filepath.Join(dir, name))) }
+	for _, c := range []struct{ name, want string }{{"bad", "result is not valid JSON"}, {"big", "more than the 1048576-byte limit"}} {
+		if code, err := out(c.name+".code"), out(c.name+".err"); code != "2" || !strings.Contains(err, c.want) || strings.Contains(err, "\n") {
+			t.Errorf("qd result - with a %s result: exit %s, %q; want 2 and one line saying %q", c.name, code, err, c.want)
+		}
+	}
+	if code, got := out("parents.code"), out("parents"); code != "0" || got != "{}" {
+		t.Errorf("qd results --parents of a task that waited for none: exit %s, %q; want 0 and {}", code, got)
+	}
+	if got := strings.TrimSpace(testkit.MustQD(t, qd, db, "result", id)); !strings.Contains(got, `"kept": true`) {
+		t.Errorf("qd result %s: %s, want the result stored after the refused ones", id, got)
+	}
+}

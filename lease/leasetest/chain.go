@@ -210,9 +210,15 @@ func testChainEnqueue(t *testing.T, p lease.Provider) {
 	if len(w.After) != 2 || w.After[0] != a || w.After[1] != q {
 		t.Errorf("task waiting for %d and %d (named twice): After = %v", a, q, w.After)
 	}
+	keyed := after("enqk", q)
+	keyed.DedupeKey = "chain-key"
+	k := mustEnqueue(t, p, keyed)
+	if id, existed, err := p.Enqueue(ctx, keyed); err != nil || !existed || id != k {
+		t.Errorf("enqueue with the key of waiting task %d: got %d, existed %v, %v; want it", k, id, existed, err)
+	}
 	before, _ := p.Tasks(ctx, lease.TaskFilter{})
 	for name, ids := range map[string][]int64{
-		"unknown": {a, q + 1000}, "itself": {w.ID + 1}, "zero": {0}, "too many": make([]int64, lease.MaxAfter+1),
+		"unknown": {a, q + 1000}, "itself": {k + 1}, "zero": {0}, "too many": make([]int64, lease.MaxAfter+1),
 	} {
 		if name == "too many" {
 			for i := range ids {
@@ -227,8 +233,9 @@ func testChainEnqueue(t *testing.T, p lease.Provider) {
 		t.Errorf("refused enqueues left %d tasks, want %d", len(got), len(before))
 	}
 	parents, dependents, err := p.Chain(ctx, q)
-	if err != nil || len(parents) != 0 || len(dependents) != 1 || dependents[0].ID != w.ID || dependents[0].State != lease.TaskWaiting {
-		t.Errorf("chain of task %d: got %+v, %+v, %v; want task %d waiting for it", q, parents, dependents, err, w.ID)
+	if err != nil || len(parents) != 0 || len(dependents) != 2 || dependents[0].ID != w.ID || dependents[0].State != lease.TaskWaiting ||
+		dependents[1].ID != k {
+		t.Errorf("chain of task %d: got %+v, %+v, %v; want tasks %d and %d waiting for it", q, parents, dependents, err, w.ID, k)
 	}
 	parents, _, err = p.Chain(ctx, w.ID)
 	if err != nil || len(parents) != 2 || parents[0].State != lease.TaskDone || parents[1].State != lease.TaskQueued {

@@ -4,7 +4,8 @@
 -- the result it completed with (runs.result, JSON text as the child wrote
 -- it), which the settlement carries (settlement.result). A task its chain
 -- cancelled says why (tasks.summary) and which task did it
--- (tasks.cancelled_by), for a retry of that task with its chain.
+-- (tasks.cancelled_by), for a retry of that task with its chain. The
+-- dedupe key's index counts a waiting task as unfinished.
 --
 -- No floor line: a qd built for an older version would cancel a parent
 -- without cancelling what waits for it, and retry a waiting task's chain
@@ -31,3 +32,9 @@ CREATE INDEX task_deps_parent_idx ON {{schema}}.task_deps (parent_id);
 -- The tasks a task's failure cancelled, for a retry of its chain.
 CREATE INDEX tasks_cancelled_by_idx ON {{schema}}.tasks (cancelled_by)
     WHERE cancelled_by IS NOT NULL;
+
+-- A waiting task is unfinished: its dedupe key is taken, as a queued
+-- or running task's is (enqueue reads and infers this index).
+DROP INDEX {{schema}}.tasks_dedupe_key_idx;
+CREATE UNIQUE INDEX tasks_dedupe_key_idx ON {{schema}}.tasks (dedupe_key)
+    WHERE state IN ('waiting', 'queued', 'running') AND dedupe_key IS NOT NULL;

@@ -258,6 +258,8 @@ func TestChains_Dashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.MustQD(t, qd, db, "complete", strconv.FormatInt(l.RunID, 10))
+	enqueue(t, qd, db, "other", "w")
+	claimAndEnd(t, qd, db, "other", "complete") // a run of no chain of c's
 
 	addr := freePort(t)
 	cmd := exec.Command(qd, "ui", "--listen", addr, "--read-only")
@@ -304,6 +306,27 @@ func TestChains_Dashboard(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(twin), &p); err != nil || len(p.Parents) != 2 || len(p.Task.After) != 2 || p.Parents[0].State != "done" {
 		t.Errorf("GET /api/tasks/%s: %v, %.600s; want its two parents, the first done", c, err, twin)
+	}
+	// The timeline filtered to c's chain draws the run of a, and not the
+	// other lane's.
+	code, body := get("/api/timeline?chain=" + c)
+	var tl struct {
+		Chain int64 `json:"chain"`
+		Lanes []struct {
+			Lane string `json:"lane"`
+			Runs []struct {
+				TaskID int64 `json:"task_id"`
+			} `json:"runs"`
+		} `json:"lanes"`
+	}
+	if err := json.Unmarshal([]byte(body), &tl); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /api/timeline?chain=%s: %d %v %.300s", c, code, err, body)
+	}
+	if len(tl.Lanes) != 1 || tl.Lanes[0].Lane != "da" || len(tl.Lanes[0].Runs) != 1 || fmt.Sprint(tl.Lanes[0].Runs[0].TaskID) != a {
+		t.Errorf("timeline of the chain of %s: %.600s; want one lane, da, with the run of task %s", c, body, a)
+	}
+	if _, page := get("/tasks/" + c); !strings.Contains(page, `href="/timeline?chain=`+c+`"`) {
+		t.Errorf("task page of %s does not link its chain's timeline", c)
 	}
 }
 

@@ -14,8 +14,9 @@ import (
 // Ensure chains survive daemons that die and a database that goes away:
 // three daemons run fifty chains of five workers and a reducer enqueued
 // after them, while one daemon is killed with SIGKILL and started again
-// and another loses the database for a while (its proxy refuses, as a
-// restarting server does). No reducer run starts before every worker it
+// and, later, the database goes away for every daemon at once for three
+// seconds (each daemon's proxy drops its connections and refuses new
+// ones, as a restarting server does). No reducer run starts before every worker it
 // waits for has ended done (by the agents' own audit, apart from qd's
 // records), no task is lost, and none is left waiting.
 func TestChains_DaemonsDieAndDatabaseGoes(t *testing.T) {
@@ -30,10 +31,7 @@ func TestChains_DaemonsDieAndDatabaseGoes(t *testing.T) {
 		r.agentHCL(agentConf{name: "r", parallel: 2, lease: "4s", heartbeat: "1s", lanes: []string{"red"}})
 	nodes := make([]*chaosNode, 3)
 	for i := range nodes {
-		n := &chaosNode{name: fmt.Sprintf("chain-%d", i)}
-		if i > 0 {
-			n.px = newProxy(t, "127.0.0.1:5432")
-		}
+		n := &chaosNode{name: fmt.Sprintf("chain-%d", i), px: newProxy(t, "127.0.0.1:5432")}
 		n.d = r.daemon(n.name, body, testkit.DaemonOptions{}, n.url(r))
 		nodes[i] = n
 	}
@@ -58,9 +56,13 @@ func TestChains_DaemonsDieAndDatabaseGoes(t *testing.T) {
 		}
 		if c == 2*chains/3 {
 			fig.fault("pg-restart", 1)
-			nodes[1].px.Refuse()
-			time.Sleep(2 * time.Second)
-			nodes[1].px.Restore()
+			for _, n := range nodes {
+				n.px.Refuse()
+			}
+			time.Sleep(3 * time.Second)
+			for _, n := range nodes {
+				n.px.Restore()
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -73,7 +73,7 @@
 // task waiting for a parent that ended. A completion's Settlement.Result
 // is the run's, and the task's. Checked by Chain/WaitingNeverClaimed,
 // Chain/EnqueueRacesFinish, Chain/Results, Chain/FailureCancels,
-// Chain/Enqueue and Chain/Cancel.
+// Chain/Enqueue, Chain/Cancel and Chain/LateCompletion.
 //
 // # Notifications
 //

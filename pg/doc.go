@@ -9,7 +9,8 @@
 // claim_head and claim_from, see "The claim"), heartbeat, settle_runs,
 // settle (see "Settlements"), enqueue, abandon_owner, reap_lane,
 // finish_tasks, backoff and lane_key, and those of chains (enqueue_after,
-// chain_wake, chain_release, chain_retry, chain_cancel; see "Chains").
+// chain_wake, chain_release, chain_revive, chain_retry, chain_cancel; see
+// "Chains").
 // Migrate creates and upgrades the
 // schema; Open never does, and every method fails with ErrNotMigrated
 // until it has run.
@@ -163,7 +164,9 @@
 // new row of task_deps. finish_tasks, the one place a run's end moves its
 // task, wakes what waits for the tasks that reached a final state
 // (chain_release, then chain_wake) in a statement of its own, so in the
-// same transaction; so do a cancel and a late completion. chain_wake locks
+// same transaction; so does a cancel, and a late completion of a reaped
+// run brings back what its task's failure cancelled (chain_revive).
+// chain_wake locks
 // the waiting tasks in id order before it reads their parents, in a new
 // statement: two parents finishing at once are seen one after the other.
 // task_deps' CHECK (parent_id < task_id) keeps chains acyclic.

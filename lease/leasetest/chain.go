@@ -318,3 +318,26 @@ func testChainEnqueueRacesFinish(t *testing.T, p lease.Provider) {
 		}
 	}
 }
+
+// Ensure a completion taken late, after its run was reaped and its task
+// failed for good (cancelling what waited for it), brings back what the
+// failure cancelled: the task is done, and its dependent queued.
+func testChainLateCompletion(t *testing.T, p lease.Provider) {
+	ep := task("chlate", "a")
+	ep.MaxAttempts = 1
+	a := mustEnqueue(t, p, ep)
+	d := mustEnqueue(t, p, after("chlated", a))
+	l := MustClaim(t, p, claimShort("chlate"))
+	mustEnqueue(t, p, task("chlate", "other"))
+	time.Sleep(pastShort)
+	cp := claimIn("chlate")
+	cp.Agent = "other"
+	mustSettle(t, p, complete(MustClaim(t, p, cp).RunID)) // reaps a's run: a failed for good
+	wantState(t, p, a, lease.TaskFailed)
+	wantState(t, p, d, lease.TaskCancelled)
+	mustSettle(t, p, lease.Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: lease.RunCompleted, Summary: "late"})
+	wantState(t, p, a, lease.TaskDone)
+	if tk := wantState(t, p, d, lease.TaskQueued); tk.LastSummary != "" {
+		t.Errorf("task %d brought back: summary %q, want none", d, tk.LastSummary)
+	}
+}

@@ -81,6 +81,7 @@ var cases = []testCase{
 	{"Chain/Enqueue", testChainEnqueue},
 	{"Chain/Cancel", testChainCancel},
 	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
+	{"Chain/LateCompletion", testChainLateCompletion},
 }
 
 // Short leases that expire during a test, and long ones that must not.

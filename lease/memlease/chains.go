@@ -269,3 +269,25 @@ func (p *Provider) retry(taskID int64, chain bool, now time.Time) ([]lease.Link,
 	}
 	return out, nil
 }
+
+// revive brings back what the failure of task id cancelled, now that a
+// late completion made it done (SQL chain_revive).
+func (p *Provider) revive(id int64, now time.Time) {
+	ids := []int64{id}
+	var back []int64
+	for i := 0; i < len(ids); i++ {
+		for d, by := range p.chain.cancelledBy {
+			if by == ids[i] && p.tasks[d] != nil && p.tasks[d].State == lease.TaskCancelled {
+				ids = append(ids, d)
+				back = append(back, d)
+			}
+		}
+	}
+	for _, d := range back {
+		t := p.tasks[d]
+		t.State, t.CancelRequested, t.FinishedAt, t.UpdatedAt = lease.TaskWaiting, false, time.Time{}, now
+		delete(p.chain.summary, d)
+		delete(p.chain.cancelledBy, d)
+	}
+	p.wake(back, now)
+}

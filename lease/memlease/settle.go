@@ -95,6 +95,7 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 	}
 	if err != nil && p.lateCompletion(r, s) {
 		p.end(r, s, now) // a reaped run's task was queued or failed: done now
+		p.revive(r.TaskID, now)
 		return nil
 	}
 	if err != nil {

@@ -114,9 +114,10 @@ BEGIN
         INTO v_ended, v_tasks, v_outcomes, v_retry, v_refunds, v_reaped
         FROM taken k;
         v_ended := nullif(v_ended, '{}');
-        -- A reaped run's task, done now: wake what waits for it.
+        -- A reaped run's task, done now: bring back what its failure
+        -- cancelled, and wake what waits for it.
         IF v_reaped IS NOT NULL THEN
-            PERFORM {{schema}}.chain_release(ARRAY(SELECT r.task_id FROM {{schema}}.runs r WHERE r.id = ANY (v_reaped)));
+            PERFORM {{schema}}.chain_revive(ARRAY(SELECT r.task_id FROM {{schema}}.runs r WHERE r.id = ANY (v_reaped)));
         END IF;
     END IF;
     IF v_ended IS NOT NULL THEN

@@ -337,14 +337,17 @@ func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, er
 }
 
 // Prune deletes finished tasks, and their runs, events and notifications,
-// that finished more than olderThan ago.
+// that finished more than olderThan ago, but those that a task not yet
+// finished waits for (its result is still to be read).
 func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (lease.PruneResult, error) {
 	if olderThan < 0 {
 		return lease.PruneResult{}, fmt.Errorf("prune: %w: age %s is negative", lease.ErrInvalid, olderThan)
 	}
 	doomed := `SELECT t.id FROM {{schema}}.tasks t
 		WHERE t.finished_at IS NOT NULL AND t.finished_at < clock_timestamp() - $1::interval
-		  AND t.state IN ('done', 'failed', 'cancelled')`
+		  AND t.state IN ('done', 'failed', 'cancelled')
+		  AND NOT EXISTS (SELECT 1 FROM {{schema}}.task_deps d JOIN {{schema}}.tasks w ON w.id = d.task_id
+		                  WHERE d.parent_id = t.id AND w.state IN ('waiting', 'queued', 'running'))`
 	q := `WITH d AS (` + doomed + `),
 		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d))
 		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`

@@ -341,3 +341,28 @@ func testChainLateCompletion(t *testing.T, p lease.Provider) {
 		t.Errorf("task %d brought back: summary %q, want none", d, tk.LastSummary)
 	}
 }
+
+// Ensure a prune keeps a finished task while a task not yet finished
+// waits for it (its result is still to be read), and removes it after.
+func testChainPrune(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	a := mustEnqueue(t, p, task("prn", "a"))
+	b := mustEnqueue(t, p, task("prnb", "a"))
+	d := mustEnqueue(t, p, after("prnd", a, b))
+	runTo(t, p, "prn", a, lease.Settlement{Outcome: lease.RunCompleted, Result: json.RawMessage(`1`)})
+	if _, err := p.Prune(ctx, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.ParentResults(ctx, d); err != nil || string(res[a]) != "1" {
+		t.Fatalf("results task %d waits for after a prune: %v, %v; want task %d's kept", d, res, err, a)
+	}
+	if _, err := p.Cancel(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Prune(ctx, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Task(ctx, a); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("task %d after its dependent ended and a prune: %v, want ErrNotFound", a, err)
+	}
+}

@@ -82,6 +82,7 @@ var cases = []testCase{
 	{"Chain/Cancel", testChainCancel},
 	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
 	{"Chain/LateCompletion", testChainLateCompletion},
+	{"Chain/Prune", testChainPrune},
 }
 
 // Short leases that expire during a test, and long ones that must not.

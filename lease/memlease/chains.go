@@ -291,3 +291,14 @@ func (p *Provider) revive(id int64, now time.Time) {
 	}
 	p.wake(back, now)
 }
+
+// awaited reports whether a task not yet finished waits for task id: its
+// result is still to be read, so a prune keeps it.
+func (p *Provider) awaited(id int64) bool {
+	for _, d := range p.chain.dependents[id] {
+		if t := p.tasks[d]; t != nil && !t.State.Finished() {
+			return true
+		}
+	}
+	return false
+}

@@ -147,7 +147,7 @@ func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bo
 	var res lease.PruneResult
 	gone := map[int64]bool{}
 	for id, t := range p.tasks {
-		if t.State.Finished() && t.FinishedAt.Before(cutoff) {
+		if t.State.Finished() && t.FinishedAt.Before(cutoff) && !p.awaited(id) {
 			gone[id] = true
 		}
 	}

@@ -55,7 +55,8 @@
 // sent from another run's process, and a peer that is gone are refused. The
 // operator may do everything; each route's rule (route.who) decides what a
 // run may: progress, a result and its parents' results for itself only,
-// cancel of its own task and those it enqueued only. A refusal is 403 with one line saying what is allowed,
+// cancel of its own task and those it enqueued only; the daemon refuses
+// an enqueue by a run after a task that is neither (Daemon.Enqueue). A refusal is 403 with one line saying what is allowed,
 // matching ErrRefused at the client; the server logs it with the peer's
 // pid and run, and the daemon logs every write with them.
 //

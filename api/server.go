@@ -44,7 +44,8 @@ type Daemon interface {
 	Wake(ctx context.Context, agent string) error
 	// Enqueue adds a task to the daemon's queue, its parent_run the
 	// caller's run (CallerOf); an error matching ErrBadRequest when the
-	// task is invalid.
+	// task is invalid, ErrRefused when a run makes it wait for a task
+	// that is neither its own nor one it enqueued.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
 	// Metrics is the handler of GET /v1/metrics, the Prometheus
 	// exposition; nil answers 404.

@@ -100,6 +100,9 @@ func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enque
 	if err := lease.ValidateEnqueue(&p); err != nil {
 		return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
 	}
+	if err := d.mayWaitFor(ctx, p.After); err != nil {
+		return api.Enqueued{}, err
+	}
 	id, existed, err := d.queue.Enqueue(ctx, p)
 	if err != nil {
 		if errors.Is(err, lease.ErrInvalid) {
@@ -141,4 +144,31 @@ func (d *daemon) ParentResults(ctx context.Context, runID int64) (map[int64]json
 		return nil, fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
 	}
 	return d.queue.ParentResults(ctx, taskID)
+}
+
+// mayWaitFor refuses a run's enqueue after a task that is neither the
+// run's own nor one it enqueued: a run acts only on those, and the task
+// it enqueues would read the results of the tasks it waits for. An id
+// that names no task is left to the queue, which refuses it.
+func (d *daemon) mayWaitFor(ctx context.Context, after []int64) error {
+	c := api.CallerOf(ctx)
+	if c.Operator() {
+		return nil
+	}
+	for _, id := range after {
+		if id == c.TaskID {
+			continue
+		}
+		t, err := d.queue.Task(ctx, id)
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("look up task %d: %w", id, err)
+		case t.ParentRun != c.RunID:
+			return fmt.Errorf("%w: run %d may make a task wait only for its own task (%d) and the tasks it enqueued; task %d is neither",
+				api.ErrRefused, c.RunID, c.TaskID, id)
+		}
+	}
+	return nil
 }

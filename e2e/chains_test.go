@@ -331,27 +331,33 @@ func TestChains_Dashboard(t *testing.T) {
 }
 
 // Ensure an agent's result that is not JSON or past 1 MiB is refused
-// with exit 2 and one line, the result it stores after is kept, and an
-// agent whose task waited for none reads an empty object of results.
+// with exit 2 and one line, the result it stores after is kept, an agent
+// whose task waited for none reads an empty object of results, and a run
+// may make a task wait for its own task but not for another's.
 func TestChains_ResultBadInput(t *testing.T) {
 	t.Parallel()
 	qd, db := testkit.MustQueue(t)
 	dir := t.TempDir()
-	script := testkit.MustScript(t, dir, "agent.sh", `o=$OUT
+	script := testkit.MustScript(t, dir, "agent.sh", `[ "$QD_LANE" = res ] || exit 0 # the task it enqueues does nothing
+o=$OUT
 echo '{' | qd result - 2> "$o/bad.err"; echo $? > "$o/bad.code"
 head -c 1100000 /dev/zero | tr '\0' 'x' | sed 's/^/"/; s/$/"/' | qd result - 2> "$o/big.err"; echo $? > "$o/big.code"
 qd results --parents > "$o/parents"; echo $? > "$o/parents.code"
+qd enqueue --lane f --agent a --after "$OTHER" > "$o/foreign.out" 2> "$o/foreign.err"; echo $? > "$o/foreign.code"
+qd enqueue --lane f --agent a --after "$QD_TASK_ID" > "$o/own.out" 2>&1; echo $? > "$o/own.code"
 echo '{"kept": true}' | qd result -
 `)
+	other := enqueue(t, qd, db, "other", "nobody") // a task the agent did not enqueue
 	testkit.StartDaemon(t, qd, db, "results", fmt.Sprintf(`
 agent "a" {
   command  = [%q]
   schedule = "@every 1s"
   env = {
-    PATH = %q
-    OUT  = %q
+    PATH  = %q
+    OUT   = %q
+    OTHER = %q
   }
-}`, script, filepath.Dir(qd)+":/usr/bin:/bin", dir), testkit.DaemonOptions{})
+}`, script, filepath.Dir(qd)+":/usr/bin:/bin", dir, other), testkit.DaemonOptions{})
 	id := enqueue(t, qd, db, "res", "a")
 	waitShow(t, qd, db, id, 60*time.Second, "the agent to finish", func(s shown) bool { return s.Task.State == "done" })
 	out := func(name string) string { return strings.TrimSpace(readFile(t, filepath.Join(dir, name))) }
@@ -362,6 +368,12 @@ agent "a" {
 	}
 	if code, got := out("parents.code"), out("parents"); code != "0" || got != "{}" {
 		t.Errorf("qd results --parents of a task that waited for none: exit %s, %q; want 0 and {}", code, got)
+	}
+	if code, err := out("foreign.code"), out("foreign.err"); code != "1" || !strings.Contains(err, "may make a task wait only for its own task") {
+		t.Errorf("qd enqueue --after a task the run did not enqueue: exit %s, %q; want 1, refused", code, err)
+	}
+	if code := out("own.code"); code != "0" {
+		t.Errorf("qd enqueue --after the run's own task: exit %s, %s; want 0", code, out("own.out"))
 	}
 	if got := strings.TrimSpace(testkit.MustQD(t, qd, db, "result", id)); !strings.Contains(got, `"kept": true`) {
 		t.Errorf("qd result %s: %s, want the result stored after the refused ones", id, got)

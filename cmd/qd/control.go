@@ -55,6 +55,9 @@ func setupCancel(fs *flag.FlagSet) runFunc {
 		if !*chain {
 			return runCancel(ctx, env, fs, args)
 		}
+		if _, ok := viaSocket(env); ok {
+			return usageErrorf("cancel --chain works on the queue, not through an agent's socket: cancel the tasks one by one, or give --db")
+		}
 		id, prov, err := env.idAndProvider(ctx, "task", args)
 		if err != nil {
 			return err

@@ -20,23 +20,6 @@ func scanLink(row pgx.CollectableRow) (lease.Link, error) {
 	return l, err
 }
 
-// result is the result of the run that completed task id, nil when none.
-func (p *Provider) result(ctx context.Context, id int64) (json.RawMessage, error) {
-	rows, err := p.query(ctx, p.sql(`SELECT r.result FROM {{schema}}.runs r
-		WHERE r.task_id = $1 AND r.state = 'completed' ORDER BY r.id DESC LIMIT 1`), id)
-	if err != nil {
-		return nil, fmt.Errorf("read the result of task %d: %w", id, mapErr(err))
-	}
-	res, err := pgx.CollectRows(rows, pgx.RowTo[*string])
-	if err != nil {
-		return nil, fmt.Errorf("read the result of task %d: %w", id, mapErr(err))
-	}
-	if len(res) == 0 || res[0] == nil {
-		return nil, nil
-	}
-	return json.RawMessage(*res[0]), nil
-}
-
 // Chain returns the tasks taskID waits for and those that wait for it.
 func (p *Provider) Chain(ctx context.Context, taskID int64) (parents, dependents []lease.Link, err error) {
 	if _, err := p.Task(ctx, taskID); err != nil {

@@ -182,6 +182,11 @@ func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
 		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
 		&t.After, &t.AfterAny)
+	fillTask(&t, payload, finished)
+	return t, err
+}
+
+func fillTask(t *lease.Task, payload string, finished *time.Time) {
 	if len(t.After) == 0 {
 		t.After = nil
 	}
@@ -189,25 +194,39 @@ func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	if finished != nil {
 		t.FinishedAt = *finished
 	}
-	return t, err
 }
 
 // Task returns one task.
 func (p *Provider) Task(ctx context.Context, id int64) (lease.Task, error) {
-	rows, err := p.query(ctx, p.sql(`SELECT `+taskColumns+` FROM {{schema}}.tasks t WHERE t.id = $1`), id)
+	rows, err := p.query(ctx, p.sql(`SELECT `+taskColumns+`,
+		CASE WHEN t.state = 'done' THEN (SELECT r.result FROM {{schema}}.runs r
+			WHERE r.task_id = t.id AND r.state = 'completed' ORDER BY r.id DESC LIMIT 1) END
+		FROM {{schema}}.tasks t WHERE t.id = $1`), id)
 	if err != nil {
 		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
 	}
-	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	t, err := pgx.CollectExactlyOneRow(rows, scanTaskResult)
 	if err != nil {
 		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
-	}
-	if t.State == lease.TaskDone {
-		if t.Result, err = p.result(ctx, id); err != nil {
-			return lease.Task{}, err
-		}
 	}
 	return t, nil
+}
+
+// scanTaskResult is scanTask with the result of the task's completing run
+// last, as Task reads it in the same statement.
+func scanTaskResult(row pgx.CollectableRow) (lease.Task, error) {
+	var t lease.Task
+	var payload string
+	var finished *time.Time
+	var result *string
+	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
+		&t.After, &t.AfterAny, &result)
+	fillTask(&t, payload, finished)
+	if result != nil {
+		t.Result = json.RawMessage(*result)
+	}
+	return t, err
 }
 
 // Tasks lists tasks, newest first.

@@ -103,12 +103,18 @@ type rule func(s *Server, c Caller, r *http.Request) error
 var anyone rule
 
 // ownRun lets a run report progress for itself alone.
-func ownRun(_ *Server, c Caller, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if c.Operator() || err != nil || id == c.RunID {
-		return nil
+var ownRun = ownRunTo("report progress")
+
+// ownRunTo lets a run do what for itself alone (store its result, read
+// its parents' results).
+func ownRunTo(what string) rule {
+	return func(_ *Server, c Caller, r *http.Request) error {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if c.Operator() || err != nil || id == c.RunID {
+			return nil
+		}
+		return refusef("run %d may %s only for itself, not for run %d", c.RunID, what, id)
 	}
-	return refusef("run %d may report progress only for itself, not for run %d", c.RunID, id)
 }
 
 // ownTasks lets a run cancel its own task and the tasks it enqueued

@@ -104,6 +104,28 @@ func (c Client) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, erro
 	return out, fmt.Errorf("enqueue through the daemon: %w", err)
 }
 
+// SetResult sends the result of run id (JSON), stored with its
+// completion. The error matches ErrBadRequest when the daemon refused it
+// (not JSON, too large), ErrUnknownRun when it does not run the run.
+func (c Client) SetResult(ctx context.Context, runID int64, result []byte) error {
+	err := c.send(ctx, http.MethodPost, ResultPath(runID), result, nil)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return err
+	}
+	return fmt.Errorf("store the result of run %d: %w", runID, err)
+}
+
+// ParentResults asks for the results of the tasks run id's task waited
+// for: one JSON object keyed by task id, as the daemon wrote it.
+func (c Client) ParentResults(ctx context.Context, runID int64) ([]byte, error) {
+	var out []byte
+	err := c.do(ctx, http.MethodGet, ParentsPath(runID), &out)
+	if err == nil || errors.Is(err, ErrNotRunning) {
+		return out, err
+	}
+	return nil, fmt.Errorf("read the results run %d's task waited for: %w", runID, err)
+}
+
 // Metrics asks the daemon for its Prometheus metrics, in the text format.
 func (c Client) Metrics(ctx context.Context) ([]byte, error) {
 	var text []byte

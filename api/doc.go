@@ -25,13 +25,19 @@
 //	POST    /v1/agents/{name}/wake    yes     anyone                 204; 404 naming the agents it runs
 //	POST    /v1/tasks                 yes     anyone                 200, an Enqueued; 400 for an invalid task
 //	GET     /v1/metrics               no      anyone                 200, Prometheus text format (docs/metrics.md)
+//	POST    /v1/runs/{id}/result      yes     operator; run: itself  204; 400 not JSON or past 1 MiB; 404 not run here
+//	GET     /v1/runs/{id}/parents     no      operator; run: itself  200, the results of the tasks its task waited
+//	                                                                 for, keyed by task id; 404 not run here
 //
 // A progress report counts as output for the agent's stall_timeout; the
 // daemon keeps the lease itself. A cancel records the request in the
 // database and stops the task's run at once when the daemon runs it. A
 // wake claims for the agent at once instead of at its next tick. An
 // enqueue adds a task (an EnqueueRequest, at most 3 MiB) to the daemon's
-// own queue and records the calling run as its parent. The metrics are the
+// own queue and records the calling run as its parent; one with after
+// waits for those tasks. A result (`qd result -`) is kept with the run
+// and stored when it completes; the parents' results (`qd results
+// --parents`) are read from the queue. The metrics are the
 // daemon's Prometheus exposition, for a scraper that reads the socket or
 // for `curl --unix-socket SOCKET http://qd/v1/metrics`. Every endpoint is
 // on Server.routes and on the Daemon interface, one method each. The
@@ -48,8 +54,9 @@
 // or cgroup; anyone else is the operator. A token of no live run, a token
 // sent from another run's process, and a peer that is gone are refused. The
 // operator may do everything; each route's rule (route.who) decides what a
-// run may: progress for itself only, cancel of its own task and those it
-// enqueued only. A refusal is 403 with one line saying what is allowed,
+// run may: progress, a result and its parents' results for itself only,
+// cancel of its own task and those it enqueued only; the daemon refuses
+// an enqueue by a run after a task that is neither (Daemon.Enqueue). A refusal is 403 with one line saying what is allowed,
 // matching ErrRefused at the client; the server logs it with the peer's
 // pid and run, and the daemon logs every write with them.
 //

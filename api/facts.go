@@ -51,6 +51,28 @@ type Task struct {
 	// PayloadNote says why Payload is the stored text as a JSON string (a
 	// payload past the limits, stored by other means: lease.ShowPayload).
 	PayloadNote string `json:"payload_note"`
+	// After lists the tasks it waits (or waited) for; AfterAny says it
+	// waits for them to finish however they end.
+	After    []int64 `json:"after"`
+	AfterAny bool    `json:"after_any"`
+	// Result is what the run that completed the task stored; null before,
+	// without one, and in listings (read one task for it).
+	Result json.RawMessage `json:"result"`
+}
+
+// Link is a task at the other end of a dependency: one the task waits
+// for, or one that waits for it.
+type Link struct {
+	ID      int64           `json:"id"`
+	Lane    string          `json:"lane"`
+	Agent   string          `json:"agent"`
+	State   lease.TaskState `json:"state"`
+	Summary string          `json:"summary"`
+}
+
+// LinkOf is l on the wire.
+func LinkOf(l lease.Link) Link {
+	return Link{ID: l.ID, Lane: l.Lane, Agent: l.Agent, State: l.State, Summary: l.Summary}
 }
 
 // TaskOf is t on the wire.
@@ -61,7 +83,10 @@ func TaskOf(t lease.Task) Task {
 		Attempts: t.Attempts, MaxAttempts: t.MaxAttempts, RunAfter: t.RunAfter, DedupeKey: t.DedupeKey,
 		LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: When(t.FinishedAt),
-		Payload: payload, PayloadNote: note,
+		Payload: payload, PayloadNote: note, After: t.After, AfterAny: t.AfterAny, Result: t.Result,
+	}
+	if out.After == nil {
+		out.After = []int64{}
 	}
 	if t.ParentRun != 0 {
 		out.ParentRun = &t.ParentRun

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/qd-run/qd/lease"
 )
 
 // Daemon is what the server asks of the daemon: one method per endpoint
@@ -41,11 +44,19 @@ type Daemon interface {
 	Wake(ctx context.Context, agent string) error
 	// Enqueue adds a task to the daemon's queue, its parent_run the
 	// caller's run (CallerOf); an error matching ErrBadRequest when the
-	// task is invalid.
+	// task is invalid, ErrRefused when a run makes it wait for a task
+	// that is neither its own nor one it enqueued.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
 	// Metrics is the handler of GET /v1/metrics, the Prometheus
 	// exposition; nil answers 404.
 	Metrics() http.Handler
+	// SetResult records the result of run id, stored with its completion;
+	// an error matching ErrBadRequest when it is not JSON or too large,
+	// ErrUnknownRun when the daemon does not run it.
+	SetResult(ctx context.Context, runID int64, result []byte) error
+	// ParentResults returns the results of the tasks run id's task waited
+	// for, keyed by task id; ErrUnknownRun when the daemon does not run it.
+	ParentResults(ctx context.Context, runID int64) (map[int64]json.RawMessage, error)
 
 	// RunOfToken returns the live run whose child was given token (its
 	// QD_RUN_TOKEN), zero when none was.
@@ -84,6 +95,9 @@ const (
 	// maxEnqueueBytes fits a payload of the queue's largest (1 MiB),
 	// escaped, and the rest of the request.
 	maxEnqueueBytes = 3 << 20
+	// maxResultBytes lets a result one byte past the queue's limit reach
+	// the daemon, which refuses it saying so.
+	maxResultBytes = lease.MaxResultBytes + 1
 )
 
 // Server serves Snapshots over HTTP on a unix socket.
@@ -217,7 +231,39 @@ func (s *Server) routes() []route {
 		{"POST " + wakePattern, s.handleWake, 0, anyone},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
 		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
+		{"POST " + resultPattern, s.handleResult, maxResultBytes, ownRunTo("store a result")},
+		{"GET " + parentsPattern, s.handleParents, 0, ownRunTo("read the results of the tasks it waited for")},
 	}
+}
+
+func (s *Server) handleResult(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("read the result: %v (a result holds at most %d bytes)", err, lease.MaxResultBytes), http.StatusBadRequest)
+		return
+	}
+	if err := s.d.SetResult(r.Context(), id, body); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleParents(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	res, err := s.d.ParentResults(r.Context(), id)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeJSON(w, res)
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

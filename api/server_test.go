@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/qd-run/qd/lease"
 	"io"
 	"io/fs"
 	"net"
@@ -57,6 +59,25 @@ func (f fakeDaemon) called() {
 }
 
 func (f fakeDaemon) Metrics() http.Handler { return f.metrics }
+
+func (f fakeDaemon) SetResult(_ context.Context, runID int64, result []byte) error {
+	f.called()
+	if err := lease.CheckResult(result); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if runID != 7 {
+		return fmt.Errorf("run %d: %w", runID, ErrUnknownRun)
+	}
+	return nil
+}
+
+func (f fakeDaemon) ParentResults(_ context.Context, runID int64) (map[int64]json.RawMessage, error) {
+	f.called()
+	if runID != 7 {
+		return nil, fmt.Errorf("run %d: %w", runID, ErrUnknownRun)
+	}
+	return map[int64]json.RawMessage{3: json.RawMessage(`{"a":1}`), 4: nil}, nil
+}
 
 func (f fakeDaemon) Status(ctx context.Context) Snapshot {
 	f.called()
@@ -695,6 +716,36 @@ func TestClient_Enqueue(t *testing.T) {
 	big := EnqueueRequest{Lane: "l", Agent: "a", Payload: json.RawMessage(`"` + strings.Repeat("x", 4<<20) + `"`)}
 	if _, err := c.Enqueue(ctx, big); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("enqueue of 4 MiB: got %v, want refused", err)
+	}
+}
+
+// Ensure a result reaches the daemon, one that is not JSON or past the
+// limit comes back as ErrBadRequest, and the parents' results come back
+// as one object keyed by task id.
+func TestClient_Result(t *testing.T) {
+	path := socketPath(t)
+	MustListen(t, path, fixedSnapshot("r"))
+	c := Client{Path: path}
+	ctx := context.Background()
+	if err := c.SetResult(ctx, 7, []byte(`{"found": 2}`)); err != nil {
+		t.Errorf("result of run 7: %v", err)
+	}
+	if err := c.SetResult(ctx, 8, []byte(`1`)); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("result of run 8: got %v, want ErrUnknownRun", err)
+	}
+	if err := c.SetResult(ctx, 7, []byte(`{`)); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Errorf("a result that is not JSON: got %v, want ErrBadRequest saying so", err)
+	}
+	big := []byte(`"` + strings.Repeat("x", lease.MaxResultBytes) + `"`)
+	if err := c.SetResult(ctx, 7, big); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a result past 1 MiB: got %v, want ErrBadRequest", err)
+	}
+	got, err := c.ParentResults(ctx, 7)
+	var m map[string]json.RawMessage
+	var three bytes.Buffer
+	if err != nil || json.Unmarshal(got, &m) != nil || json.Compact(&three, m["3"]) != nil || three.String() != `{"a":1}` ||
+		string(m["4"]) != "null" || len(m) != 2 {
+		t.Errorf("parents of run 7: %s, %v; want {\"3\": {\"a\":1}, \"4\": null}", got, err)
 	}
 }
 

@@ -28,7 +28,23 @@ const (
 	// MetricsPath answers GET with the daemon's Prometheus metrics in the
 	// text format (docs/metrics.md).
 	MetricsPath = "/v1/metrics"
+	// resultPattern takes POST with a JSON body: the result of run {id},
+	// stored with its completion (see ResultPath).
+	resultPattern = "/v1/runs/{id}/result"
+	// parentsPattern answers GET with the results of the tasks run {id}'s
+	// task waited for: one JSON object keyed by task id (see ParentsPath).
+	parentsPattern = "/v1/runs/{id}/parents"
 )
+
+// ResultPath is the path a child posts its result to for run id.
+func ResultPath(runID int64) string {
+	return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/result"
+}
+
+// ParentsPath is the path a child reads its parents' results from.
+func ParentsPath(runID int64) string {
+	return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/parents"
+}
 
 // EnqueueRequest is a task to add to the daemon's own queue: what an agent
 // sends for a follow-up task, since it never holds the database URL.
@@ -41,6 +57,10 @@ type EnqueueRequest struct {
 	DelaySeconds float64         `json:"delay_seconds,omitempty"`
 	MaxAttempts  int             `json:"max_attempts,omitempty"`
 	DedupeKey    string          `json:"dedupe_key,omitempty"`
+	// After names tasks the new one waits for (lease.Chains); AfterAny
+	// waits for them to finish however they end.
+	After    []int64 `json:"after,omitempty"`
+	AfterAny bool    `json:"after_any,omitempty"`
 	// Wake claims for the agent at once, when the daemon runs it.
 	Wake bool `json:"wake,omitempty"`
 }

@@ -104,7 +104,7 @@ func (f *fixture) close(ctx context.Context) {
 // reset empties tasks and runs, queues n tasks spread evenly over the
 // lanes, and analyzes both tables.
 func (f *fixture) reset(ctx context.Context, n int) error {
-	if _, err := f.pool().Exec(ctx, f.sql(`TRUNCATE {s}.runs, {s}.tasks`)); err != nil {
+	if _, err := f.pool().Exec(ctx, f.sql(`TRUNCATE {s}.task_deps, {s}.runs, {s}.tasks`)); err != nil {
 		return fmt.Errorf("truncate %s: %w", f.schema, err)
 	}
 	if err := f.addQueued(ctx, n); err != nil {

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -53,10 +55,29 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 	}
 	sp := spec(conf, a)
 	sp.Claimed = claimed
+	parents, err := r.parentResults(l)
+	if err != nil {
+		r.d.logger.Error("cannot read the results of the tasks a run waited for", "run_id", l.RunID, "task_id", l.TaskID, "error", err)
+		return r.refund(l, "given back unstarted: "+err.Error())
+	}
+	sp.ParentResults = parents
 	r.d.runStarted(l, cmp.Or(sp.Lease, lease.DefaultLease))
-	err := r.d.sup.Start(l, sp)
+	err = r.d.sup.Start(l, sp)
 	r.d.starts.note(err, r.d.logger)
 	return err
+}
+
+// parentResults is the results of the tasks l's task waited for, one JSON
+// object keyed by task id, nil when it waited for none: the file
+// $QD_PARENT_RESULTS names.
+func (r runner) parentResults(l *lease.Lease) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := r.d.queue.ParentResults(ctx, l.TaskID)
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return json.Marshal(res)
 }
 
 // refund gives back, unstarted and with its attempt refunded, a run

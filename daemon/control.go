@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/qd-run/qd/api"
 	"github.com/qd-run/qd/lease"
+	"github.com/qd-run/qd/supervisor"
 )
 
 // peer names, for the log, who sent a request on the socket: its pid and,
@@ -93,9 +95,13 @@ func (d *daemon) agentList() string {
 func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enqueued, error) {
 	p := lease.EnqueueParams{Lane: req.Lane, Agent: req.Agent, Payload: req.Payload, Priority: req.Priority,
 		RunAfter: req.RunAfter, Delay: time.Duration(req.DelaySeconds * float64(time.Second)),
-		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: api.CallerOf(ctx).RunID}
+		MaxAttempts: req.MaxAttempts, DedupeKey: req.DedupeKey, ParentRun: api.CallerOf(ctx).RunID,
+		After: req.After, AfterAny: req.AfterAny}
 	if err := lease.ValidateEnqueue(&p); err != nil {
 		return api.Enqueued{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	if err := d.mayWaitFor(ctx, p.After); err != nil {
+		return api.Enqueued{}, err
 	}
 	id, existed, err := d.queue.Enqueue(ctx, p)
 	if err != nil {
@@ -112,4 +118,57 @@ func (d *daemon) Enqueue(ctx context.Context, req api.EnqueueRequest) (api.Enque
 	d.logger.Info("enqueue through the socket", append([]any{"task_id", id, "lane", p.Lane, "agent", p.Agent,
 		"existed", existed, "woken", res.Woken}, peer(ctx)...)...)
 	return res, nil
+}
+
+// SetResult is POST /v1/runs/{id}/result: the run's result, kept by its
+// supervisor until the run completes and stored with the completion.
+func (d *daemon) SetResult(ctx context.Context, runID int64, result []byte) error {
+	err := d.sup.SetResult(runID, result)
+	switch {
+	case errors.Is(err, lease.ErrInvalid):
+		return fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	case errors.Is(err, supervisor.ErrUnknownRun):
+		return fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	case err != nil:
+		return err
+	}
+	d.logger.Debug("result through the socket", append([]any{"run_id", runID, "bytes", len(result)}, peer(ctx)...)...)
+	return nil
+}
+
+// ParentResults is GET /v1/runs/{id}/parents: the results of the tasks the
+// run's task waited for, read from the queue.
+func (d *daemon) ParentResults(ctx context.Context, runID int64) (map[int64]json.RawMessage, error) {
+	taskID := d.sup.TaskOf(runID)
+	if taskID == 0 {
+		return nil, fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	return d.queue.ParentResults(ctx, taskID)
+}
+
+// mayWaitFor refuses a run's enqueue after a task that is neither the
+// run's own nor one it enqueued: a run acts only on those, and the task
+// it enqueues would read the results of the tasks it waits for. An id
+// that names no task is left to the queue, which refuses it.
+func (d *daemon) mayWaitFor(ctx context.Context, after []int64) error {
+	c := api.CallerOf(ctx)
+	if c.Operator() {
+		return nil
+	}
+	for _, id := range after {
+		if id == c.TaskID {
+			continue
+		}
+		t, err := d.queue.Task(ctx, id)
+		switch {
+		case errors.Is(err, lease.ErrNotFound):
+			continue
+		case err != nil:
+			return fmt.Errorf("look up task %d: %w", id, err)
+		case t.ParentRun != c.RunID:
+			return fmt.Errorf("%w: run %d may make a task wait only for its own task (%d) and the tasks it enqueued; task %d is neither",
+				api.ErrRefused, c.RunID, c.TaskID, id)
+		}
+	}
+	return nil
 }

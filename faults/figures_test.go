@@ -47,6 +47,14 @@ type figures struct {
 	// hostileRefused those refused, hostileEffects what any of them
 	// changed of those runs.
 	hostileSent, hostileRefused, hostileEffects int
+
+	// chains counts the chains of the chain scenarios, chainEarly the
+	// runs of a dependent that started before every task it waits for
+	// had ended done, chainStuck the dependents left waiting.
+	chains, chainEarly, chainStuck int
+	// chainGap is the shortest time from the end of a dependent's last
+	// parent to the start of its first run.
+	chainGap time.Duration
 }
 
 var fig = &figures{faults: map[string]int{}}
@@ -122,6 +130,8 @@ func (f *figures) report(w io.Writer, code int) {
 	row("daemon RSS max under flood", fmt.Sprintf("%d MiB", f.maxRSS/1024))
 	row("lost by a restore itself (async failover)", f.restoreLost)
 	row("hostile socket requests refused, effects on other runs", fmt.Sprintf("%d/%d, %d", f.hostileRefused, f.hostileSent, f.hostileEffects))
+	row("chains: dependents started early / left waiting", fmt.Sprintf("%d / %d (of %d chains; shortest gap parent end → dependent start %s)",
+		f.chainEarly, f.chainStuck, f.chains, f.chainGap.Round(time.Millisecond)))
 	for _, d := range f.drains {
 		row("drain time", d)
 	}

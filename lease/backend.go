@@ -100,6 +100,9 @@ type DashboardStore interface {
 	Task(ctx context.Context, id int64) (Task, error)
 	Run(ctx context.Context, id int64) (Run, error)
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)
+	// Chain is Chains.Chain: the tasks a task waits for and those waiting
+	// for it.
+	Chain(ctx context.Context, taskID int64) (parents, dependents []Link, err error)
 
 	FindTasks(ctx context.Context, q TaskQuery) ([]Task, error)
 	CountTasks(ctx context.Context, q TaskQuery, states ...TaskState) (Count, error)

@@ -63,6 +63,18 @@
 // refunded, as soon as it can, and never starts them. Checked by
 // Claim/Token.
 //
+// # Chains
+//
+// A task may wait for others (EnqueueParams.After; see Chains): it is
+// TaskWaiting, which no claim takes, until the tasks it names are done,
+// and becomes queued in the transaction that finishes the last of them;
+// one of them failing or cancelled cancels it, and what waits for it, in
+// that transaction too. An enqueue and a finish that race cannot leave a
+// task waiting for a parent that ended. A completion's Settlement.Result
+// is the run's, and the task's. Checked by Chain/WaitingNeverClaimed,
+// Chain/EnqueueRacesFinish, Chain/Results, Chain/FailureCancels,
+// Chain/Enqueue, Chain/Cancel and Chain/LateCompletion.
+//
 // # Notifications
 //
 // What is worth telling is recorded where it happens, as an event in an

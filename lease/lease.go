@@ -126,8 +126,16 @@ type Task struct {
 	UpdatedAt       time.Time
 	FinishedAt      time.Time // zero until finished
 	// LastSummary is the summary of the task's latest run, "" before one
-	// ended: why a failed task failed.
+	// ended: why a failed task failed; for a task its chain cancelled,
+	// why (WaitReason).
 	LastSummary string
+	// After lists the tasks it waits for (or waited for), by id; AfterAny
+	// says it waits for them to finish however they end.
+	After    []int64
+	AfterAny bool
+	// Result is the result of the run that completed the task, nil when
+	// none stored one. Filled by Task; listings leave it nil.
+	Result json.RawMessage
 }
 
 // Run is one attempt at a task.
@@ -197,6 +205,10 @@ type EnqueueParams struct {
 	// ParentRun is the run whose agent enqueued the task (through its
 	// daemon), 0 when none did.
 	ParentRun int64
+	// After names existing tasks this one waits for (see Chains): at most
+	// MaxAfter; AfterAny waits for them to finish however they end.
+	After    []int64
+	AfterAny bool
 }
 
 // ClaimParams selects what a claim may take and who holds it.
@@ -265,6 +277,9 @@ type Settlement struct {
 	// run in the settlement's transaction, for TakeEvents, once the run
 	// has this settlement's outcome.
 	Event string
+	// Result is what the run found, JSON (CheckResult), kept with a
+	// completion and ignored with any other outcome.
+	Result json.RawMessage
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.
@@ -310,6 +325,8 @@ type PruneResult struct {
 // Provider is a queue backend. Every method is safe for concurrent use by
 // many goroutines and processes.
 type Provider interface {
+	Chains
+
 	// Enqueue adds a task and returns its id. When DedupeKey equals that of
 	// a task not yet finished, it returns that task's id and existed=true
 	// and writes nothing. Returns ErrInvalid for a bad lane, agent or payload.
@@ -462,6 +479,11 @@ func ValidateEnqueue(p *EnqueueParams) error {
 	if err := CheckPayload(p.Payload); err != nil {
 		return err
 	}
+	after, err := CheckAfter(p.After)
+	if err != nil {
+		return err
+	}
+	p.After = after
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
 	}
@@ -531,6 +553,11 @@ func ValidateSettlement(s Settlement) error {
 	}
 	if s.Event != "" && (s.Event == EventFailed || !ValidEvent(s.Event)) {
 		return fmt.Errorf("%w: run %d: event %q is not one a settlement records", ErrInvalid, s.RunID, s.Event)
+	}
+	if s.Result != nil {
+		if err := CheckResult(s.Result); err != nil {
+			return fmt.Errorf("run %d: %w", s.RunID, err)
+		}
 	}
 	return nil
 }

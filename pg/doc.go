@@ -2,12 +2,16 @@
 // production queue.
 //
 // Everything lives in one schema (qd unless the URL says ?schema=NAME):
-// tables lanes, tasks, runs, periodic, daemons, events and notifications,
+// tables lanes, tasks, runs, periodic, daemons, events, notifications and
+// task_deps,
 // whose names and columns are a public contract for psql users, the row
 // type settlement, and the functions claim (with claim_named, claim_any,
 // claim_head and claim_from, see "The claim"), heartbeat, settle_runs,
 // settle (see "Settlements"), enqueue, abandon_owner, reap_lane,
-// finish_tasks, backoff and lane_key. Migrate creates and upgrades the
+// finish_tasks, backoff and lane_key, and those of chains (enqueue_after,
+// chain_wake, chain_release, chain_revive, chain_retry, chain_cancel; see
+// "Chains").
+// Migrate creates and upgrades the
 // schema; Open never does, and every method fails with ErrNotMigrated
 // until it has run.
 //
@@ -150,6 +154,22 @@
 // schema versions 16 to 18, which write log_error and events in statements
 // of their own: it hands its rows to settle_runs, and goes with the
 // migration that raises the floor past 18.
+//
+// # Chains
+//
+// A task enqueued with after (enqueue_after) is 'waiting', which no claim
+// function reads, so the claim is unchanged. enqueue_after holds the
+// tasks it names FOR SHARE until it commits and reads their states under
+// that lock: a parent finishing meanwhile waits for it, and then sees the
+// new row of task_deps. finish_tasks, the one place a run's end moves its
+// task, wakes what waits for the tasks that reached a final state
+// (chain_release, then chain_wake) in a statement of its own, so in the
+// same transaction; so does a cancel, and a late completion of a reaped
+// run brings back what its task's failure cancelled (chain_revive).
+// chain_wake locks
+// the waiting tasks in id order before it reads their parents, in a new
+// statement: two parents finishing at once are seen one after the other.
+// task_deps' CHECK (parent_id < task_id) keeps chains acyclic.
 //
 // # Two pools
 //

@@ -200,7 +200,7 @@ func (x *explainer) workload(p *pg.Provider, expired int64) {
 	x.run(fmt.Sprintf(`SELECT * FROM %s.heartbeat($1, $2, $3, $4, $5)`, s),
 		[]int64{live[0].ID, live[1].ID}, []time.Duration{time.Minute, time.Minute}, []*int32{nil, nil}, []*time.Time{nil, nil}, []*string{nil, nil})
 	x.run(fmt.Sprintf(`SELECT * FROM %[1]s.settle_runs(ARRAY[ROW($1, NULL, 'failed', '', NULL, NULL, NULL, NULL, false, NULL, NULL,
-		'disk full', 'timeout')::%[1]s.settlement])`, s), live[0].ID)
+		'disk full', 'timeout', NULL)::%[1]s.settlement])`, s), live[0].ID)
 	// The settlement call of older builds, which hands its rows to settle_runs.
 	x.run(fmt.Sprintf(`SELECT * FROM %s.settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, s),
 		[]int64{live[1].ID}, []string{"failed"}, []string{""}, []*int32{nil}, []*string{nil}, []*string{nil}, []*time.Duration{nil}, []bool{false},

@@ -28,6 +28,7 @@ type settlement struct {
 	MemoryPeak *int64    `json:"memory_peak,omitempty"`
 	LogError   *string   `json:"log_error,omitempty"`
 	Event      *string   `json:"event,omitempty"`
+	Result     *string   `json:"result,omitempty"`
 }
 
 // interval is a duration written as PostgreSQL reads an interval.
@@ -43,6 +44,10 @@ func settlementOf(s lease.Settlement) settlement {
 		RunID: s.RunID, ClaimToken: nullString(s.ClaimToken), Outcome: string(s.Outcome), Summary: s.Summary,
 		ExitCode: s.ExitCode, Signal: nullString(s.Signal), OutputTail: nullString(s.OutputTail), Refund: s.Refund,
 		MemoryPeak: s.MemoryPeak, LogError: nullString(s.LogError), Event: nullString(s.Event),
+	}
+	if s.Outcome == lease.RunCompleted && s.Result != nil {
+		res := string(s.Result)
+		r.Result = &res
 	}
 	if s.RetryIn > 0 {
 		d := interval(s.RetryIn)

@@ -44,9 +44,17 @@ func (p *Provider) queueEnqueue(b *pgx.Batch, ep *lease.EnqueueParams, id *int64
 	if ep.ParentRun != 0 {
 		parent = &ep.ParentRun
 	}
-	b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
-		ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey), parent).
-		QueryRow(func(row pgx.Row) error { return row.Scan(id, existed) })
+	scan := func(row pgx.Row) error { return row.Scan(id, existed) }
+	if len(ep.After) == 0 {
+		b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
+			ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey), parent).
+			QueryRow(scan)
+		return
+	}
+	b.Queue(p.sql(`SELECT id, existed FROM {{schema}}.enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`),
+		ep.Lane, ep.Agent, string(ep.Payload), ep.Priority, runAfter, ep.Delay, ep.MaxAttempts, nullString(ep.DedupeKey), parent,
+		ep.After, ep.AfterAny).
+		QueryRow(scan)
 }
 
 // CancelRequested returns the live runs of runIDs whose task has a cancel
@@ -78,22 +86,35 @@ func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, e
 
 func (p *Provider) cancel(ctx context.Context, inTx txFunc, taskID int64) (lease.TaskState, error) {
 	var after, before *string
-	err := inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`
-			WITH u AS (
-				UPDATE {{schema}}.tasks t SET
-					state = CASE WHEN t.state = 'queued' THEN 'cancelled' ELSE t.state END,
-					cancel_requested = true,
-					finished_at = CASE WHEN t.state = 'queued' THEN clock_timestamp() ELSE t.finished_at END,
-					updated_at = clock_timestamp()
-				WHERE t.id = $1 AND t.state IN ('queued', 'running')
-				RETURNING t.state)
-			SELECT (SELECT state FROM u), (SELECT state FROM {{schema}}.tasks WHERE id = $1)`), taskID).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&after, &before) })
-	})
+	err := inTx(ctx, func(b *pgx.Batch) { p.queueCancel(b, taskID, &after, &before) })
 	if err != nil {
 		return "", fmt.Errorf("cancel task %d: %w", taskID, mapErr(err))
 	}
+	return cancelled(taskID, after, before)
+}
+
+// queueCancel queues the cancel of taskID: its state after (nil when it
+// could not be cancelled) and before.
+func (p *Provider) queueCancel(b *pgx.Batch, taskID int64, after, before **string) {
+	b.Queue(p.sql(`
+			WITH u AS (
+				UPDATE {{schema}}.tasks t SET
+					state = CASE WHEN t.state IN ('queued', 'waiting') THEN 'cancelled' ELSE t.state END,
+					cancel_requested = true,
+					finished_at = CASE WHEN t.state IN ('queued', 'waiting') THEN clock_timestamp() ELSE t.finished_at END,
+					updated_at = clock_timestamp()
+				WHERE t.id = $1 AND t.state IN ('queued', 'waiting', 'running')
+				RETURNING t.state)
+			SELECT (SELECT state FROM u), (SELECT state FROM {{schema}}.tasks WHERE id = $1)`), taskID).
+		QueryRow(func(row pgx.Row) error { return row.Scan(after, before) })
+	// A new statement: what waits for a task cancelled now is woken
+	// (cancelled in turn, or queued when it waits for any end).
+	b.Queue(p.sql(`SELECT {{schema}}.chain_release(ARRAY[$1::bigint])`), taskID)
+}
+
+// cancelled is the answer to a cancel of taskID that left it in state
+// after (nil: not changed) from before (nil: no such task).
+func cancelled(taskID int64, after, before *string) (lease.TaskState, error) {
 	switch {
 	case after != nil:
 		return lease.TaskState(*after), nil
@@ -112,59 +133,100 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 }
 
 func (p *Provider) retry(ctx context.Context, inTx txFunc, taskID int64) error {
-	var done bool
+	_, err := p.retryChain(ctx, inTx, taskID, false)
+	return err
+}
+
+// retryChain is Retry, and with chain RetryChain: SQL chain_retry.
+func (p *Provider) retryChain(ctx context.Context, inTx txFunc, taskID int64, chain bool) ([]lease.Link, error) {
+	var links []lease.Link
 	var before *string
 	err := inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`
-			WITH u AS (
-				UPDATE {{schema}}.tasks t SET state = 'queued', attempts = 0, cancel_requested = false,
-					run_after = clock_timestamp(), finished_at = NULL, updated_at = clock_timestamp()
-				WHERE t.id = $1 AND t.state IN ('failed', 'cancelled')
-				RETURNING t.id)
-			SELECT EXISTS (SELECT 1 FROM u), (SELECT state FROM {{schema}}.tasks WHERE id = $1)`), taskID).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&done, &before) })
+		b.Queue(p.sql(`SELECT id, lane, agent, state, summary FROM {{schema}}.chain_retry($1, $2)`), taskID, chain).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				links, err = pgx.CollectRows(rows, scanLink)
+				return err
+			})
+		b.Queue(p.sql(`SELECT state FROM {{schema}}.tasks WHERE id = $1`), taskID).
+			Query(func(rows pgx.Rows) error {
+				states, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				if len(states) == 1 {
+					before = &states[0]
+				}
+				return err
+			})
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("retry task %d: %w", taskID, mapErr(err))
-	case done:
-		return nil
+		return nil, fmt.Errorf("retry task %d: %w", taskID, mapErr(err))
+	case len(links) > 0:
+		return links, nil
 	case before == nil:
-		return fmt.Errorf("retry task %d: %w", taskID, lease.ErrNotFound)
+		return nil, fmt.Errorf("retry task %d: %w", taskID, lease.ErrNotFound)
 	default:
-		return fmt.Errorf("retry task %d: %w: it is %s, not failed or cancelled", taskID, lease.ErrConflict, *before)
+		return nil, fmt.Errorf("retry task %d: %w: it is %s, not failed or cancelled", taskID, lease.ErrConflict, *before)
 	}
 }
 
 const taskColumns = `t.id, t.lane, t.agent, t.payload_text, t.priority, t.run_after, t.attempts, t.max_attempts,
 	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at,
 	coalesce(t.parent_run, 0),
-	coalesce((SELECT r.summary FROM {{schema}}.runs r WHERE r.task_id = t.id ORDER BY r.id DESC LIMIT 1), '')`
+	coalesce(t.summary, (SELECT r.summary FROM {{schema}}.runs r WHERE r.task_id = t.id ORDER BY r.id DESC LIMIT 1), ''),
+	ARRAY(SELECT d.parent_id FROM {{schema}}.task_deps d WHERE d.task_id = t.id ORDER BY d.parent_id), t.after_any`
 
 func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	var t lease.Task
 	var payload string
 	var finished *time.Time
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
-		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary)
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
+		&t.After, &t.AfterAny)
+	fillTask(&t, payload, finished)
+	return t, err
+}
+
+func fillTask(t *lease.Task, payload string, finished *time.Time) {
+	if len(t.After) == 0 {
+		t.After = nil
+	}
 	t.Payload = json.RawMessage(payload)
 	if finished != nil {
 		t.FinishedAt = *finished
 	}
-	return t, err
 }
 
 // Task returns one task.
 func (p *Provider) Task(ctx context.Context, id int64) (lease.Task, error) {
-	rows, err := p.query(ctx, p.sql(`SELECT `+taskColumns+` FROM {{schema}}.tasks t WHERE t.id = $1`), id)
+	rows, err := p.query(ctx, p.sql(`SELECT `+taskColumns+`,
+		CASE WHEN t.state = 'done' THEN (SELECT r.result FROM {{schema}}.runs r
+			WHERE r.task_id = t.id AND r.state = 'completed' ORDER BY r.id DESC LIMIT 1) END
+		FROM {{schema}}.tasks t WHERE t.id = $1`), id)
 	if err != nil {
 		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
 	}
-	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	t, err := pgx.CollectExactlyOneRow(rows, scanTaskResult)
 	if err != nil {
 		return lease.Task{}, fmt.Errorf("read task %d: %w", id, mapErr(err))
 	}
 	return t, nil
+}
+
+// scanTaskResult is scanTask with the result of the task's completing run
+// last, as Task reads it in the same statement.
+func scanTaskResult(row pgx.CollectableRow) (lease.Task, error) {
+	var t lease.Task
+	var payload string
+	var finished *time.Time
+	var result *string
+	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
+		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
+		&t.After, &t.AfterAny, &result)
+	fillTask(&t, payload, finished)
+	if result != nil {
+		t.Result = json.RawMessage(*result)
+	}
+	return t, err
 }
 
 // Tasks lists tasks, newest first.
@@ -294,14 +356,17 @@ func (p *Provider) Runs(ctx context.Context, f lease.RunFilter) ([]lease.Run, er
 }
 
 // Prune deletes finished tasks, and their runs, events and notifications,
-// that finished more than olderThan ago.
+// that finished more than olderThan ago, but those that a task not yet
+// finished waits for (its result is still to be read).
 func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bool) (lease.PruneResult, error) {
 	if olderThan < 0 {
 		return lease.PruneResult{}, fmt.Errorf("prune: %w: age %s is negative", lease.ErrInvalid, olderThan)
 	}
 	doomed := `SELECT t.id FROM {{schema}}.tasks t
 		WHERE t.finished_at IS NOT NULL AND t.finished_at < clock_timestamp() - $1::interval
-		  AND t.state IN ('done', 'failed', 'cancelled')`
+		  AND t.state IN ('done', 'failed', 'cancelled')
+		  AND NOT EXISTS (SELECT 1 FROM {{schema}}.task_deps d JOIN {{schema}}.tasks w ON w.id = d.task_id
+		                  WHERE d.parent_id = t.id AND w.state IN ('waiting', 'queued', 'running'))`
 	q := `WITH d AS (` + doomed + `),
 		r AS (SELECT r.id FROM {{schema}}.runs r WHERE r.task_id IN (SELECT id FROM d))
 		SELECT (SELECT count(*) FROM d), coalesce((SELECT array_agg(id ORDER BY id) FROM r), '{}')`

@@ -30,6 +30,10 @@ type child struct {
 	// workdir is the run's fresh working directory, "" without one; set
 	// before the child starts.
 	workdir string
+	// resultFile is $QD_RESULT, parentsFile $QD_PARENT_RESULTS ("" when
+	// the task waited for none), resultsDir the directory of both when it
+	// is not the workdir; set before the child starts.
+	resultFile, parentsFile, resultsDir string
 	// cg is the run's cgroup, nil when it has none, and cgGen the run's
 	// generation in it (runCgroup.liveCPU); both are set under mu before
 	// the child starts and never change after.
@@ -50,6 +54,7 @@ type child struct {
 	settling atomic.Bool
 
 	mu         sync.Mutex
+	result     []byte // sent through the socket (SetResult)
 	pid        int
 	reason     stopReason // why it is being stopped; see replaces
 	reasonText string

@@ -49,6 +49,7 @@
 //	                       a start the daemon cannot make is given back (ErrNoResources)
 //	env.go                 the child's environment: the allowlist, the QD_ variables, the run token
 //	workdir.go             a run's fresh working directory, the runs' socket beside it; kept or removed
+//	result.go              $QD_RESULT and $QD_PARENT_RESULTS, a result sent through the socket
 //	box.go                 who the child runs as, and its box: the shim started in its place, waited on
 //	pipe_linux.go          the child's pipes (pipe_other.go elsewhere)
 //	cgroup.go              Containment, Limits and what is in force

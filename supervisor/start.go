@@ -143,7 +143,17 @@ func (s *Supervisor) launch(c *child) error {
 			return err
 		}
 	}
+	if err = s.prepareResults(c); err != nil {
+		closeAll(nil, ends[:]...)
+		s.dropWorkdir(c)
+		dropResults(c)
+		return err
+	}
 	env := childEnv(os.Environ(), c.l, c.spec, c.token, c.workdir)
+	env = append(env, ResultEnv+"="+c.resultFile)
+	if c.parentsFile != "" {
+		env = append(env, ParentResultsEnv+"="+c.parentsFile)
+	}
 	var cmd *exec.Cmd
 	if err = s.contain(c); err != nil {
 		closeAll(nil, ends[:]...)
@@ -169,6 +179,7 @@ func (s *Supervisor) launch(c *child) error {
 	if err != nil {
 		closeAll(nil, ends[1], ends[2], ends[4])
 		s.dropWorkdir(c)
+		dropResults(c)
 		if c.cg != nil {
 			c.cg.end(c.log)
 			c.mu.Lock()

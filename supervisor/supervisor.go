@@ -61,6 +61,9 @@ type Spec struct {
 	// Box, when set, is the box the child and all it starts are kept in
 	// (package box); the supervisor adds the run's working directory.
 	Box *box.Spec
+	// ParentResults, for a task that waited for others, is their results,
+	// one JSON object keyed by task id: the file $QD_PARENT_RESULTS names.
+	ParentResults []byte
 }
 
 func (sp Spec) withDefaults() Spec {

@@ -47,6 +47,7 @@ func (s *Supervisor) wait(c *child) {
 	closeAll(c.streamsFile, c.stdin, c.pipes[0], c.pipes[1])
 	s.unrecord(c)
 	st, settle := c.settlement(werr)
+	s.takeResult(c, &st)
 	st.Summary = s.endWorkdir(c, st.Outcome, st.Summary)
 	st.CPUTime, st.MemoryPeak = use.CPU, use.MemoryPeak
 	switch {

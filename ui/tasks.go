@@ -187,6 +187,10 @@ type TaskPage struct {
 	ParentTask *int64      `json:"parent_task"`
 	Runs       []api.Run   `json:"runs"`
 	Outputs    []RunOutput `json:"outputs"`
+	// Parents are the tasks it waits (or waited) for, Dependents those
+	// that wait for it, each with its state.
+	Parents    []api.Link `json:"parents"`
+	Dependents []api.Link `json:"dependents"`
 }
 
 // RunOutput is the output of one run, as the task page shows it.
@@ -240,8 +244,13 @@ func (s *server) task(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	parents, dependents, err := s.o.Store.Chain(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
 	daemons := s.daemonsByName(r.Context())
-	p := &TaskPage{Task: api.TaskOf(t), Runs: list(runs, api.RunOf), Outputs: []RunOutput{}}
+	p := &TaskPage{Task: api.TaskOf(t), Runs: list(runs, api.RunOf), Outputs: []RunOutput{},
+		Parents: list(parents, api.LinkOf), Dependents: list(dependents, api.LinkOf)}
 	if t.ParentRun != 0 {
 		if parent, err := s.o.Store.Run(r.Context(), t.ParentRun); err == nil {
 			p.ParentTask = &parent.TaskID

@@ -47,6 +47,8 @@ type Timeline struct {
 	Shown  int           `json:"runs_shown"`
 	Ticks  []Tick        `json:"-"`
 	Height float64       `json:"-"`
+	// Chain, when set, is the task whose chain the timeline shows alone.
+	Chain int64 `json:"chain,omitempty"`
 	// The queries of the zoom and pan links.
 	ZoomIn, ZoomOut, Earlier, Later template.URL `json:"-"`
 }
@@ -127,6 +129,13 @@ func windowQuery(from, to time.Time) template.URL {
 }
 
 func (s *server) timeline(r *http.Request) (any, error) {
+	if c := r.URL.Query().Get("chain"); c != "" {
+		id, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, badQuery("chain %q is not a task id", c)
+		}
+		return s.chainTimeline(r.Context(), r.URL.Query(), id)
+	}
 	from, to, name, err := window(r.URL.Query())
 	if err != nil {
 		return nil, err

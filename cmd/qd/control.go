@@ -14,8 +14,11 @@ import (
 var cancelCommand = &command{
 	name:    "cancel",
 	summary: "cancel a task: at once when queued; a running one is stopped at once, or within a second",
-	usage:   "TASK",
-	help: `A queued task becomes cancelled at once. A running task is marked in the
+	usage:   "TASK [--chain]",
+	help: `A queued or waiting task becomes cancelled at once, and so does what waits
+for it (qd enqueue --after), in turn; a task that waits for any end
+(--after-any) is queued instead. With --chain, every task waiting for it,
+directly or through others, is cancelled too, whatever it waits for.` + "\n\n" + `A queued task becomes cancelled at once. A running task is marked in the
 database, and the daemon on this host that runs it (the one of $QD_SOCKET, else
 of the config) is asked to stop it now: SIGTERM to the child's group, SIGKILL
 after its kill_grace. A daemon elsewhere stops it within about a second (every
@@ -29,16 +32,63 @@ in the database and stops the run at once when it runs it. A run may cancel
 only its own task and the tasks it enqueued: the daemon refuses any other, and
 qd exits 1.`,
 	db:    true,
-	setup: func(*flag.FlagSet) runFunc { return runCancel },
+	json:  true,
+	setup: setupCancel,
 }
 
 var retryCommand = &command{
 	name:    "retry",
 	summary: "queue a failed or cancelled task again with fresh attempts",
-	usage:   "TASK",
-	help:    `The task's earlier runs stay in its history.`,
-	db:      true,
-	setup:   func(*flag.FlagSet) runFunc { return runRetry },
+	usage:   "TASK [--chain]",
+	help: `The task's earlier runs stay in its history. A task that waits for others
+waits again. With --chain, the tasks its failure (or cancel) cancelled come
+back too, waiting for it again, and theirs in turn; each task brought back is
+printed with its state.`,
+	db:    true,
+	json:  true,
+	setup: setupRetry,
+}
+
+func setupCancel(fs *flag.FlagSet) runFunc {
+	chain := fs.Bool("chain", false, "cancel everything waiting for the task too")
+	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		if !*chain {
+			return runCancel(ctx, env, fs, args)
+		}
+		if _, ok := viaSocket(env); ok {
+			return usageErrorf("cancel --chain works on the queue, not through an agent's socket: cancel the tasks one by one, or give --db")
+		}
+		id, prov, err := env.idAndProvider(ctx, "task", args)
+		if err != nil {
+			return err
+		}
+		links, err := prov.CancelChain(ctx, id)
+		if err != nil {
+			return err
+		}
+		if links[len(links)-1].State == lease.TaskRunning {
+			fmt.Fprintln(env.Stderr, "qd: "+stopRunning(ctx, env, id))
+		}
+		return writeLinks(env, links)
+	}
+}
+
+func setupRetry(fs *flag.FlagSet) runFunc {
+	chain := fs.Bool("chain", false, "bring back the tasks its failure cancelled too")
+	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+		if !*chain {
+			return runRetry(ctx, env, fs, args)
+		}
+		id, prov, err := env.idAndProvider(ctx, "task", args)
+		if err != nil {
+			return err
+		}
+		links, err := prov.RetryChain(ctx, id)
+		if err != nil {
+			return err
+		}
+		return writeLinks(env, links)
+	}
 }
 
 func runCancel(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) error {
@@ -123,6 +173,10 @@ func runRetry(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) err
 	if err := prov.Retry(ctx, id); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "task %d queued\n", id)
+	t, err := prov.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "task %d %s\n", id, t.State)
 	return nil
 }

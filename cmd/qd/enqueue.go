@@ -26,7 +26,15 @@ host (the one of $QD_SOCKET, else of the config) so that it claims at once;
 when none answers, or it does not run the agent, stderr says the task waits
 for the next tick of a daemon that does. Inside an agent ($QD_SOCKET set, no
 --db or $QD_DATABASE_URL) the task goes through the socket into the daemon's
-own queue, and records the run that enqueued it.`,
+own queue, and records the run that enqueued it.
+
+--after ID (repeatable, or IDs separated by commas) makes the task wait until
+every task it names is done: it is "waiting", never claimed, until the last
+of them is done, then queued. When one of them fails for good or is
+cancelled, the task is cancelled, its summary naming that one. --after-any
+waits only for them to finish, however they end. At most 1,000 tasks, each
+one that exists already: so no cycle can be made. An id that names no task,
+or the new task itself, is refused (exit 2) and nothing is enqueued.`,
 	db:    true,
 	setup: setupEnqueue,
 }
@@ -40,6 +48,7 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 	at := fs.String("at", "", "run no sooner than `TIME` (RFC 3339)")
 	maxAttempts := intFlag(fs, "max-attempts", lease.DefaultMaxAttempts, 1, "give up after `N` attempts")
 	fs.StringVar(&p.DedupeKey, "key", "", "dedupe `KEY`: reuse the unfinished task with this key")
+	readAfter := afterFlags(fs)
 	return func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 		if p.Agent == "" {
 			return usageErrorf("enqueue: --agent is required")
@@ -58,6 +67,9 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 			p.RunAfter = t
 		}
 		p.Delay, p.MaxAttempts, p.Priority = *delay, *maxAttempts, *priority
+		if err := readAfter(&p); err != nil {
+			return err
+		}
 		if err := lease.CheckDedupeKey(p.DedupeKey); err != nil {
 			return usageErrorf("enqueue: --key: %s", invalidText(err))
 		}
@@ -81,7 +93,7 @@ func setupEnqueue(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		fmt.Fprintln(env.Stdout, id)
-		if !existed && p.RunAfter.IsZero() && p.Delay == 0 {
+		if !existed && p.RunAfter.IsZero() && p.Delay == 0 && len(p.After) == 0 {
 			_ = wakeFor(ctx, env, p.Agent, p.Lane, id) // a refusal is said on stderr; the task is queued
 		}
 		return nil
@@ -134,7 +146,7 @@ func enqueueViaSocket(ctx context.Context, env *Env, sock string, p lease.Enqueu
 	}
 	fmt.Fprintln(env.Stdout, res.TaskID)
 	switch {
-	case res.Existed || !p.RunAfter.IsZero() || p.Delay != 0:
+	case res.Existed || !p.RunAfter.IsZero() || p.Delay != 0 || len(p.After) > 0:
 	case !res.Woken:
 		fmt.Fprintf(env.Stderr, "qd: the daemon at %s does not run agent %s; task %d waits for the next tick of a daemon that does\n", sock, p.Agent, res.TaskID)
 	default:
@@ -147,5 +159,5 @@ func enqueueViaSocket(ctx context.Context, env *Env, sock string, p lease.Enqueu
 func toRequest(p lease.EnqueueParams) api.EnqueueRequest {
 	return api.EnqueueRequest{Lane: p.Lane, Agent: p.Agent, Payload: p.Payload, Priority: p.Priority,
 		RunAfter: p.RunAfter, DelaySeconds: p.Delay.Seconds(), MaxAttempts: p.MaxAttempts,
-		DedupeKey: p.DedupeKey, Wake: true}
+		DedupeKey: p.DedupeKey, After: p.After, AfterAny: p.AfterAny, Wake: len(p.After) == 0}
 }

@@ -35,6 +35,8 @@ var commands = []*command{
 	tasksCommand,
 	runsCommand,
 	showCommand,
+	resultCommand,
+	resultsCommand,
 	logsCommand,
 	cancelCommand,
 	retryCommand,

@@ -29,14 +29,17 @@ var showCommand = &command{
 	name:    "show",
 	summary: "show a task, its payload and every run of it",
 	usage:   "TASK [--json]",
-	help:    `JSON ({"task": ..., "runs": [...]}) when --json is given or stdout is not a terminal.`,
-	db:      true,
-	reads:   true,
-	json:    true,
-	setup:   func(*flag.FlagSet) runFunc { return runShow },
+	help: `Also lists the tasks it waits for and those waiting for it, with their
+states, and the task's result once done. JSON ({"task": ..., "runs": [...],
+"parents": [...], "dependents": [...]}) when --json is given or stdout is not
+a terminal.`,
+	db:    true,
+	reads: true,
+	json:  true,
+	setup: func(*flag.FlagSet) runFunc { return runShow },
 }
 
-var taskStates = []lease.TaskState{lease.TaskQueued, lease.TaskRunning, lease.TaskDone, lease.TaskFailed, lease.TaskCancelled}
+var taskStates = []lease.TaskState{lease.TaskWaiting, lease.TaskQueued, lease.TaskRunning, lease.TaskDone, lease.TaskFailed, lease.TaskCancelled}
 
 func setupTasks(fs *flag.FlagSet) runFunc {
 	var f lease.TaskFilter
@@ -103,15 +106,25 @@ func runShow(ctx context.Context, env *Env, _ *flag.FlagSet, args []string) erro
 	if err != nil {
 		return err
 	}
+	parents, dependents, err := prov.Chain(ctx, id)
+	if err != nil {
+		return err
+	}
 	if env.wantJSON() {
 		out := struct {
 			Task          api.Task           `json:"task"`
 			Runs          []api.Run          `json:"runs"`
 			Notifications []notificationJSON `json:"notifications"`
-		}{api.TaskOf(t), jsonList(runs, api.RunOf), jsonList(notes, toNotificationJSON)}
+			Parents       []api.Link         `json:"parents"`
+			Dependents    []api.Link         `json:"dependents"`
+		}{api.TaskOf(t), jsonList(runs, api.RunOf), jsonList(notes, toNotificationJSON),
+			jsonList(parents, api.LinkOf), jsonList(dependents, api.LinkOf)}
 		return writeJSON(env.Stdout, out)
 	}
 	writeTaskDetail(env, t)
+	if err := writeChain(env, parents, dependents); err != nil {
+		return err
+	}
 	fmt.Fprintln(env.Stdout)
 	if err := writeRunTable(env, runs); err != nil || len(notes) == 0 {
 		return err
@@ -178,9 +191,20 @@ func writeTaskDetail(env *Env, t lease.Task) {
 	if t.ParentRun != 0 {
 		tb.row("enqueued by", fmt.Sprintf("run %d", t.ParentRun))
 	}
+	if len(t.After) > 0 {
+		mode := "after"
+		if t.AfterAny {
+			mode = "after any of"
+		}
+		tb.row("waits", fmt.Sprintf("%s %d task(s)", mode, len(t.After)))
+	}
+	if t.LastSummary != "" && t.State == lease.TaskCancelled {
+		tb.row("why", t.LastSummary)
+	}
 	tb.row("created", relative(t.CreatedAt, now))
 	tb.row("finished", relative(t.FinishedAt, now))
 	tb.flush()
+	defer writeResult(env, t)
 	fmt.Fprintf(env.Stdout, "payload:\n")
 	var pretty bytes.Buffer
 	if _, note := lease.ShowPayload(t.Payload); note != "" {
@@ -191,4 +215,17 @@ func writeTaskDetail(env *Env, t lease.Task) {
 		pretty.Write(t.Payload)
 	}
 	fmt.Fprintf(env.Stdout, "  %s\n", pretty.Bytes())
+}
+
+// writeResult prints the task's result, indented, when it has one.
+func writeResult(env *Env, t lease.Task) {
+	if t.Result == nil {
+		return
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, t.Result, "  ", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(t.Result)
+	}
+	fmt.Fprintf(env.Stdout, "result:\n  %s\n", pretty.Bytes())
 }

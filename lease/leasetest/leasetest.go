@@ -75,6 +75,14 @@ var cases = []testCase{
 	{"Prune", testPrune},
 	{"Periodic/ExactlyOnce", testPeriodicExactlyOnce},
 	{"Listings", testListings},
+	{"Chain/WaitingNeverClaimed", testChainWaitingNeverClaimed},
+	{"Chain/Results", testChainResults},
+	{"Chain/FailureCancels", testChainFailureCancels},
+	{"Chain/Enqueue", testChainEnqueue},
+	{"Chain/Cancel", testChainCancel},
+	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
+	{"Chain/LateCompletion", testChainLateCompletion},
+	{"Chain/Prune", testChainPrune},
 }
 
 // Short leases that expire during a test, and long ones that must not.

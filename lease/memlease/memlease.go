@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type Provider struct {
 	lastEvent int64
 	notes     map[int64]*lease.Notification
 	lastNote  int64
+	chain     chain
 }
 
 // New returns an empty provider.
@@ -44,6 +46,7 @@ func New() *Provider {
 		periodic: map[string]time.Time{},
 		paused:   map[string]lease.AgentPause{},
 		notes:    map[int64]*lease.Notification{},
+		chain:    newChain(),
 	}
 }
 
@@ -85,7 +88,13 @@ func (p *Provider) Enqueue(ctx context.Context, ep lease.EnqueueParams) (int64, 
 		return 0, false, fmt.Errorf("enqueue task: %w", err)
 	}
 	defer p.mu.Unlock()
+	if err := p.checkAfter(ep.After); err != nil {
+		return 0, false, fmt.Errorf("enqueue task: %w", err)
+	}
 	id, existed := p.enqueue(ep, now)
+	if !existed && len(ep.After) > 0 {
+		p.wait(id, now)
+	}
 	return id, existed, nil
 }
 
@@ -110,6 +119,8 @@ func (p *Provider) enqueue(ep lease.EnqueueParams, now time.Time) (int64, bool) 
 		State:       lease.TaskQueued,
 		DedupeKey:   ep.DedupeKey,
 		ParentRun:   ep.ParentRun,
+		After:       slices.Clone(ep.After),
+		AfterAny:    ep.AfterAny,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}

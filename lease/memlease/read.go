@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,7 +21,11 @@ func (p *Provider) Task(ctx context.Context, id int64) (lease.Task, error) {
 	if t == nil {
 		return lease.Task{}, fmt.Errorf("get task %d: %w", id, lease.ErrNotFound)
 	}
-	return p.taskView(t), nil
+	v := p.taskView(t)
+	if v.State == lease.TaskDone {
+		v.Result = p.result(id)
+	}
+	return v, nil
 }
 
 // Run returns one run.
@@ -97,6 +102,10 @@ func (p *Provider) taskView(t *lease.Task) lease.Task {
 			last, v.LastSummary = id, r.Summary
 		}
 	}
+	if why, ok := p.chain.summary[t.ID]; ok {
+		v.LastSummary = why
+	}
+	v.After = slices.Clone(t.After)
 	return v
 }
 
@@ -138,7 +147,7 @@ func (p *Provider) Prune(ctx context.Context, olderThan time.Duration, dryRun bo
 	var res lease.PruneResult
 	gone := map[int64]bool{}
 	for id, t := range p.tasks {
-		if t.State.Finished() && t.FinishedAt.Before(cutoff) {
+		if t.State.Finished() && t.FinishedAt.Before(cutoff) && !p.awaited(id) {
 			gone[id] = true
 		}
 	}

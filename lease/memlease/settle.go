@@ -1,6 +1,7 @@
 package memlease
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -94,6 +95,7 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 	}
 	if err != nil && p.lateCompletion(r, s) {
 		p.end(r, s, now) // a reaped run's task was queued or failed: done now
+		p.revive(r.TaskID, now)
 		return nil
 	}
 	if err != nil {
@@ -156,8 +158,16 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 		r.MemoryPeak = &peak
 	}
 	delete(p.live, r.ID)
+	if s.Outcome == lease.RunCompleted && s.Result != nil {
+		p.chain.results[r.ID] = bytes.Clone(s.Result)
+	}
 
 	t := p.tasks[r.TaskID]
+	defer func() {
+		if t.State.Finished() {
+			p.release(t.ID, now)
+		}
+	}()
 	switch {
 	case s.Outcome == lease.RunCompleted:
 		finish(t, lease.TaskDone, now)
@@ -215,13 +225,19 @@ func (p *Provider) Cancel(ctx context.Context, taskID int64) (lease.TaskState, e
 		return "", fmt.Errorf("cancel task %d: %w", taskID, err)
 	}
 	defer p.mu.Unlock()
+	return p.cancel(taskID, now)
+}
+
+func (p *Provider) cancel(taskID int64, now time.Time) (lease.TaskState, error) {
 	t := p.tasks[taskID]
 	if t == nil {
 		return "", fmt.Errorf("cancel task %d: %w", taskID, lease.ErrNotFound)
 	}
 	switch t.State {
-	case lease.TaskQueued:
+	case lease.TaskQueued, lease.TaskWaiting:
+		t.CancelRequested = true
 		finish(t, lease.TaskCancelled, now)
+		p.release(taskID, now)
 	case lease.TaskRunning:
 		t.CancelRequested = true
 		t.UpdatedAt = now
@@ -238,21 +254,8 @@ func (p *Provider) Retry(ctx context.Context, taskID int64) error {
 		return fmt.Errorf("retry task %d: %w", taskID, err)
 	}
 	defer p.mu.Unlock()
-	t := p.tasks[taskID]
-	if t == nil {
-		return fmt.Errorf("retry task %d: %w", taskID, lease.ErrNotFound)
-	}
-	if t.State != lease.TaskFailed && t.State != lease.TaskCancelled {
-		return fmt.Errorf("retry task %d: %w: it is %s, not failed or cancelled", taskID, lease.ErrConflict, t.State)
-	}
-	if other := p.unfinishedWithKey(t.DedupeKey); other != nil {
-		return fmt.Errorf("retry task %d: %w: task %d holds dedupe key %q", taskID, lease.ErrConflict, other.ID, t.DedupeKey)
-	}
-	t.Attempts = 0
-	t.CancelRequested = false
-	t.FinishedAt = time.Time{}
-	requeue(t, now, now)
-	return nil
+	_, err = p.retry(taskID, false, now)
+	return err
 }
 
 // AbandonOwner abandons the running runs of owner held by one of instances.

@@ -9,7 +9,9 @@
 -- indexes, so it is written once. Only running tasks move.
 -- A task that fails for good records the 'failed' event of its run in
 -- events, the outbox notifications are made from, in the same statement:
--- this is the one place tasks become failed, so none fails untold.
+-- this is the one place tasks become failed, so none fails untold. The
+-- tasks waiting for those that reached a final state are woken
+-- (chain_release) in the same transaction.
 -- plpgsql, not sql: a sql function's statement is parsed and planned again
 -- at every call, a plpgsql one once per session (generic, for the reason
 -- settle gives). The tasks are found by id = ANY, never by a join: a
@@ -18,6 +20,8 @@
 CREATE OR REPLACE FUNCTION {{schema}}.finish_tasks(p_runs bigint[], p_tasks bigint[], p_outcomes text[],
                                                    p_retry_in interval[], p_refunds boolean[])
 RETURNS void LANGUAGE plpgsql SET enable_seqscan = off SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    v_final bigint[];
 BEGIN
     WITH moved AS (
         UPDATE {{schema}}.tasks t SET (attempts, state, run_after, updated_at, finished_at) = (
@@ -43,9 +47,15 @@ BEGIN
                             ELSE 'failed' END AS state) n)
         WHERE t.id = ANY (p_tasks) AND (t.state = 'running') IS TRUE
         RETURNING t.id, t.state, t.agent
+    ), told AS (
+        INSERT INTO {{schema}}.events (task_id, run_id, event, agent)
+        SELECT m.id, p_runs[array_position(p_tasks, m.id)], 'failed', m.agent
+        FROM moved m WHERE m.state = 'failed'
+        ON CONFLICT (run_id, event) DO NOTHING
     )
-    INSERT INTO {{schema}}.events (task_id, run_id, event, agent)
-    SELECT m.id, p_runs[array_position(p_tasks, m.id)], 'failed', m.agent
-    FROM moved m WHERE m.state = 'failed'
-    ON CONFLICT (run_id, event) DO NOTHING;
+    SELECT array_agg(m.id) INTO v_final FROM moved m WHERE m.state IN ('done', 'failed', 'cancelled');
+    -- What waits for the tasks that ended, in this transaction.
+    IF v_final IS NOT NULL THEN
+        PERFORM {{schema}}.chain_release(v_final);
+    END IF;
 END $$;

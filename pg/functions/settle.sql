@@ -13,7 +13,7 @@ BEGIN
     RETURN QUERY
     SELECT s.run_id, s.status FROM {{schema}}.settle_runs(ARRAY(
         SELECT ROW(x.id, x.token, x.outcome, x.summary, x.exit_code, x.signal, x.tail, x.retry_in, x.refund, x.cpu,
-                   x.peak, NULL, NULL)::{{schema}}.settlement
+                   x.peak, NULL, NULL, NULL)::{{schema}}.settlement
         FROM unnest(p_ids, p_tokens, p_outcomes, p_summaries, p_exit_codes, p_signals, p_tails, p_retry_in, p_refunds,
                     p_cpu_usec, p_memory_peaks) WITH ORDINALITY
              AS x(id, token, outcome, summary, exit_code, signal, tail, retry_in, refund, cpu, peak, ord)

@@ -13,7 +13,8 @@
 -- memory_peak are what the run's cgroup measured, NULL where it measured
 -- nothing; a NULL output_tail keeps the run's. log_error, when set, says
 -- why the run's log file is incomplete. A run named twice is settled by its
--- first settlement; the later ones answer as a retry would. The event of a
+-- first settlement; the later ones answer as a retry would. A completion's
+-- result is kept on its run (NULL with any other outcome). The event of a
 -- settlement (a timeout, a stall), when set, is recorded in events once the
 -- run has its outcome ('ok' or 'same'), once per run.
 --
@@ -48,9 +49,10 @@ BEGIN
     WITH ended AS (
         -- By id = ANY, never by a join, for the reason finish_tasks gives.
         UPDATE {{schema}}.runs r SET (state, finished_at, summary, exit_code, signal, output_tail, cpu_usec,
-                                      memory_peak, log_error) = (
+                                      memory_peak, log_error, result) = (
             SELECT (a.s).outcome, clock_timestamp(), (a.s).summary, (a.s).exit_code, (a.s).signal,
-                   coalesce((a.s).output_tail, r.output_tail), (a.s).cpu_usec, (a.s).memory_peak, (a.s).log_error
+                   coalesce((a.s).output_tail, r.output_tail), (a.s).cpu_usec, (a.s).memory_peak, (a.s).log_error,
+                   CASE WHEN (a.s).outcome = 'completed' THEN (a.s).result END
             FROM (SELECT p_rows[array_position(v_ids, r.id)] AS s) a)
         WHERE r.id = ANY (v_ids) AND (r.state = 'running') IS TRUE AND r.lease_expires_at > clock_timestamp()
           -- A NULL token matches any run.
@@ -83,10 +85,10 @@ BEGIN
         ORDER BY t.id FOR UPDATE;
         WITH taken AS (
             UPDATE {{schema}}.runs r SET (state, finished_at, summary, exit_code, signal, output_tail, cpu_usec,
-                                          memory_peak, log_error) = (
+                                          memory_peak, log_error, result) = (
                 SELECT 'completed', clock_timestamp(), (a.s).summary, (a.s).exit_code, (a.s).signal,
                        coalesce((a.s).output_tail, r.output_tail), (a.s).cpu_usec, (a.s).memory_peak,
-                       (a.s).log_error
+                       (a.s).log_error, (a.s).result
                 FROM (SELECT p_rows[array_position(v_ids, r.id)] AS s) a)
             FROM {{schema}}.runs o JOIN {{schema}}.tasks t ON t.id = o.task_id
             WHERE r.id = ANY (v_late) AND o.id = r.id
@@ -112,6 +114,11 @@ BEGIN
         INTO v_ended, v_tasks, v_outcomes, v_retry, v_refunds, v_reaped
         FROM taken k;
         v_ended := nullif(v_ended, '{}');
+        -- A reaped run's task, done now: bring back what its failure
+        -- cancelled, and wake what waits for it.
+        IF v_reaped IS NOT NULL THEN
+            PERFORM {{schema}}.chain_revive(ARRAY(SELECT r.task_id FROM {{schema}}.runs r WHERE r.id = ANY (v_reaped)));
+        END IF;
     END IF;
     IF v_ended IS NOT NULL THEN
         PERFORM {{schema}}.finish_tasks(v_ended, v_tasks, v_outcomes, v_retry, v_refunds);

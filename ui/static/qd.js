@@ -113,7 +113,9 @@
       var p = at(start.svg, e.clientX), a = start.p;
       start = null;
       if (Math.abs(p.x - a.x) < 4) { band.remove(); return; }
-      location.search = "from=" + Math.min(a.t, p.t) + "&to=" + Math.max(a.t, p.t);
+      var chain = new URLSearchParams(location.search).get("chain");
+      location.search = "from=" + Math.min(a.t, p.t) + "&to=" + Math.max(a.t, p.t) +
+        (chain ? "&chain=" + encodeURIComponent(chain) : "");
     });
   }
 

@@ -69,8 +69,11 @@ func (r runner) Start(agent string, l *lease.Lease, claimed time.Time) error {
 
 // parentResults is the results of the tasks l's task waited for, one JSON
 // object keyed by task id, nil when it waited for none: the file
-// $QD_PARENT_RESULTS names.
+// $QD_PARENT_RESULTS names. A task that waited for none costs no read.
 func (r runner) parentResults(l *lease.Lease) ([]byte, error) {
+	if !l.Waited {
+		return nil, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := r.d.queue.ParentResults(ctx, l.TaskID)

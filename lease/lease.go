@@ -190,6 +190,9 @@ type Lease struct {
 	// RunAfter is when the task became claimable, by the provider's clock:
 	// the start of its wait in the queue.
 	RunAfter time.Time
+	// Waited says the task waited for others (EnqueueParams.After): only
+	// then are there parents' results to read before it starts.
+	Waited bool
 }
 
 // EnqueueParams describes a new task.

@@ -141,9 +141,12 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 	var riders []*rider
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		riders = p.takeRiders(b)
-		b.Queue(p.sql(`SELECT task_id, run_id, lane, agent, attempt, max_attempts, priority, payload, lease_expires_at,
-				run_after
-			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7)`),
+		// Whether each task waited for others rides along, so that a start
+		// reads parents' results only for the tasks that have any.
+		b.Queue(p.sql(`SELECT c.task_id, c.run_id, c.lane, c.agent, c.attempt, c.max_attempts, c.priority, c.payload,
+				c.lease_expires_at, c.run_after,
+				EXISTS (SELECT FROM {{schema}}.task_deps d WHERE d.task_id = c.task_id)
+			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7) c`),
 			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token).
 			Query(func(rows pgx.Rows) error {
 				out = out[:0]
@@ -151,7 +154,7 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 					l := &lease.Lease{Owner: cp.Owner, ClaimToken: cp.Token}
 					var payload string
 					if err := rows.Scan(&l.TaskID, &l.RunID, &l.Lane, &l.Agent, &l.Attempt, &l.MaxAttempts,
-						&l.Priority, &payload, &l.LeaseExpiresAt, &l.RunAfter); err != nil {
+						&l.Priority, &payload, &l.LeaseExpiresAt, &l.RunAfter, &l.Waited); err != nil {
 						return err
 					}
 					l.Payload = []byte(payload)

@@ -145,6 +145,14 @@ func testChainResults(t *testing.T, p lease.Provider) {
 		t.Errorf("results of an unknown task: got %v, want ErrNotFound", err)
 	}
 	wantState(t, p, d, lease.TaskQueued)
+	// The claim says which tasks waited for others, so that a start reads
+	// parents' results only for those.
+	if l := MustClaim(t, p, claimIn("resd")); l.TaskID != d || !l.Waited {
+		t.Errorf("claim of task %d, which waited for %d and %d: task %d, waited %v; want it, waited", d, a, b, l.TaskID, l.Waited)
+	}
+	if l.Waited {
+		t.Errorf("claim of task %d, which waited for none, says it waited", l.TaskID)
+	}
 }
 
 // Ensure a task that fails for good cancels what waits for it, down the

@@ -167,5 +167,6 @@ func leaseOf(t *lease.Task, r *lease.Run) *lease.Lease {
 		LeaseExpiresAt: r.LeaseExpiresAt,
 		Owner:          r.Owner,
 		RunAfter:       t.RunAfter,
+		Waited:         len(t.After) > 0,
 	}
 }

@@ -92,8 +92,13 @@ type Config struct {
 	// Owner and Instance name this daemon (for logs).
 	Owner, Instance string
 	// OnLoop is called on every pass of the heartbeat loop, at least once
-	// a second: the daemon feeds the systemd watchdog from it.
+	// a second while a run is live and at least once every IdlePass while
+	// none is: the daemon feeds the systemd watchdog from it.
 	OnLoop func()
+	// IdlePass is the longest the loop sleeps while no run is live
+	// (DefaultIdlePass when zero): with nothing to heartbeat, nothing is
+	// due until a run starts, which wakes the loop at once.
+	IdlePass time.Duration
 	// OnDone is called with the agent's name when a run has ended and been
 	// forgotten, so that the scheduler can fill the freed slot.
 	OnDone func(agent string)

@@ -37,7 +37,7 @@ const serverCheckEvery = 250 * time.Millisecond
 // serverAwaitMax is the longest the daemon waits on a server's Await
 // before it looks anyway: what Await cannot see (a socket file removed
 // under a live server) is seen within it.
-const serverAwaitMax = 10 * time.Second
+const serverAwaitMax = 30 * time.Second
 
 // serverStopWait bounds the clean stop at the end.
 const serverStopWait = time.Minute

@@ -45,6 +45,11 @@ func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*da
 	if err != nil {
 		return nil, fmt.Errorf("create daemon directory: %w", err)
 	}
+	// A private cluster started by a daemon run as root belongs to another
+	// user, who must pass through.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("create daemon directory: %w", err)
+	}
 	p := &daemonProc{
 		name: name, dir: dir,
 		socket:  filepath.Join(dir, "qd.sock"),
@@ -85,8 +90,8 @@ func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*da
 }
 
 // daemonEnv is this process's environment without any QD_ setting, plus
-// the database URL; a binary built with the race detector does not pause
-// at exit.
+// the database URL (none when empty: the daemon starts its private
+// cluster); a binary built with the race detector does not pause at exit.
 func daemonEnv(dbURL string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -96,6 +101,9 @@ func daemonEnv(dbURL string) []string {
 	}
 	if os.Getenv("GORACE") == "" {
 		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	if dbURL == "" {
+		return env
 	}
 	return append(env, "QD_DATABASE_URL="+dbURL)
 }
@@ -166,6 +174,12 @@ func (p *daemonProc) alive() error {
 // runs), kills the daemon's process group when it has not exited within
 // 15 s, and removes its directory.
 func (p *daemonProc) stop(b *runner) {
+	p.halt(b)
+	p.remove(b)
+}
+
+// halt stops the daemon as stop does, and keeps its directory.
+func (p *daemonProc) halt(b *runner) {
 	if p.alive() == nil {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -178,6 +192,10 @@ func (p *daemonProc) stop(b *runner) {
 	}
 	// Anything left in the daemon's group (nothing, normally).
 	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+}
+
+// remove removes the directory of a halted daemon.
+func (p *daemonProc) remove(b *runner) {
 	p.logFile.Close()
 	if err := os.RemoveAll(p.dir); err != nil {
 		b.log.Warn("remove daemon directory", "dir", p.dir, "error", err)

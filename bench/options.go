@@ -65,6 +65,9 @@ type scale struct {
 	E2ETasks, E2EReps int
 	// Idle is how long the idle daemon is watched, after IdleWarmup.
 	Idle, IdleWarmup time.Duration
+	// Laptop is how long the daemon on its private cluster is watched,
+	// after LaptopWarmup.
+	Laptop, LaptopWarmup time.Duration
 }
 
 var scales = map[string]scale{
@@ -74,6 +77,7 @@ var scales = map[string]scale{
 		DepthLanes: 100, Depths: []int{10_000, 50_000, 100_000}, DepthBase: 10_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 		LatencyTicks: 2, E2ETasks: 1_500, E2EReps: 1, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
+		Laptop: 10 * time.Second, LaptopWarmup: 5 * time.Second,
 	},
 	"full": {
 		Name: "full", Measure: 5 * time.Second,
@@ -81,6 +85,7 @@ var scales = map[string]scale{
 		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 		LatencyTicks: 10, E2ETasks: 20_000, E2EReps: 3, Idle: 20 * time.Second, IdleWarmup: 12 * time.Second,
+		Laptop: 2 * time.Minute, LaptopWarmup: 30 * time.Second,
 	},
 }
 

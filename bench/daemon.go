@@ -157,6 +157,27 @@ func (p *daemonProc) sentTransactions(ctx context.Context) (int64, error) {
 	return -1, nil
 }
 
+// metric reads one sample of the daemon's metrics by its name and labels
+// as exposed ("qd_heartbeat_duration_seconds_count"); 0 when absent.
+func (p *daemonProc) metric(ctx context.Context, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	text, err := api.Client{Path: p.socket}.Metrics(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read daemon %s metrics: %w", p.name, err)
+	}
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("daemon %s metrics: %s %q: %w", p.name, name, v, err)
+			}
+			return f, nil
+		}
+	}
+	return 0, nil
+}
+
 // pid is the daemon's process id.
 func (p *daemonProc) pid() int { return p.cmd.Process.Pid }
 

@@ -142,6 +142,7 @@ type Supervisor struct {
 	cfg   Config
 	log   hclog.Logger
 	epoch time.Time // origin of mono
+	caps  capsCache
 
 	mu        sync.Mutex
 	children  map[int64]*child // by run id, until settled and forgotten

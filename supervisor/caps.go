@@ -1,0 +1,63 @@
+package supervisor
+
+import (
+	"sync"
+	"time"
+)
+
+// Cap is a limit of the host or of the daemon's process that bounds how
+// many children the daemon can hold at once: RLIMIT_NOFILE (each child
+// holds FilesPerChild descriptors of the daemon's), RLIMIT_NPROC, the
+// pids.max or memory.max of the daemon's cgroup.
+type Cap struct {
+	Limit string // "RLIMIT_NOFILE", "RLIMIT_NPROC", "pids.max", "memory.max"
+	Value int64  // the limit
+	// Children is about how many children it lets the daemon hold, those
+	// live now included.
+	Children int
+}
+
+// FilesPerChild is how many of the daemon's descriptors a live child
+// holds (its output pipe, its pidfd, its log and streams files, its
+// cgroup's), as qdbench's children part measures it.
+const FilesPerChild = 7
+
+// MemoryPerChild is about how much of the daemon's memory a live child
+// costs (qdbench's children part: 30-45 KiB), for memory.max; the child's
+// own memory comes on top, when the child is in the daemon's cgroup.
+const MemoryPerChild = 64 << 10
+
+// capsEvery is how long computed caps are kept: counting the daemon's
+// open files costs a directory read as long as the files are many.
+const capsEvery = 10 * time.Second
+
+// capsCache keeps the last caps computed.
+type capsCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	caps []Cap
+}
+
+// Caps lists the limits that let the daemon hold fewer than want children
+// at once, with about how many each allows; none when every limit allows
+// want.
+func (s *Supervisor) Caps(want int) []Cap {
+	s.caps.mu.Lock()
+	defer s.caps.mu.Unlock()
+	if s.caps.at.IsZero() || time.Since(s.caps.at) > capsEvery {
+		s.caps.caps, s.caps.at = hostCaps(s.liveCount()), time.Now()
+	}
+	var out []Cap
+	for _, c := range s.caps.caps {
+		if c.Children < want {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *Supervisor) liveCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.children)
+}

@@ -8,9 +8,10 @@ import (
 // Cap is a limit of the host or of the daemon's process that bounds how
 // many children the daemon can hold at once: RLIMIT_NOFILE (each child
 // holds FilesPerChild descriptors of the daemon's), RLIMIT_NPROC, the
-// pids.max or memory.max of the daemon's cgroup.
+// kernel's pid_max (shared by every process and thread of the system),
+// the pids.max or memory.max of the daemon's cgroup.
 type Cap struct {
-	Limit string // "RLIMIT_NOFILE", "RLIMIT_NPROC", "pids.max", "memory.max"
+	Limit string // "RLIMIT_NOFILE", "RLIMIT_NPROC", "kernel.pid_max", "pids.max", "memory.max"
 	Value int64  // the limit
 	// Children is about how many children it lets the daemon hold, those
 	// live now included.

@@ -26,6 +26,11 @@ func hostCaps(live int) []Cap {
 	if os.Geteuid() != 0 && unix.Getrlimit(unix.RLIMIT_NPROC, &r) == nil && r.Cur != unix.RLIM_INFINITY && r.Cur < math.MaxInt32 {
 		caps = append(caps, Cap{Limit: "RLIMIT_NPROC", Value: int64(r.Cur), Children: int(r.Cur) - threads()})
 	}
+	if max, ok := readInt("/proc/sys/kernel/pid_max"); ok {
+		if used, ok := tasksNow(); ok {
+			caps = append(caps, Cap{Limit: "kernel.pid_max", Value: max, Children: live + int(max-used)})
+		}
+	}
 	if dir := ownCgroupDir(); dir != "" {
 		if max, cur, ok := cgroupPair(dir, "pids.max", "pids.current"); ok {
 			caps = append(caps, Cap{Limit: "pids.max", Value: max, Children: live + int(max-cur)})
@@ -35,6 +40,31 @@ func hostCaps(live int) []Cap {
 		}
 	}
 	return caps
+}
+
+// tasksNow is how many processes and threads the system has, each of
+// which holds a process id: the fourth field of /proc/loadavg.
+func tasksNow() (int64, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return 0, false
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	n, err := strconv.ParseInt(total, 10, 64)
+	return n, ok && err == nil
+}
+
+func readInt(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil
 }
 
 // threads counts this process's threads.
@@ -62,15 +92,7 @@ func ownCgroupDir() string {
 // cgroupPair reads a limit and its use from dir; false when the limit is
 // "max" or either cannot be read.
 func cgroupPair(dir, limit, use string) (max, cur int64, ok bool) {
-	read := func(name string) (int64, bool) {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return 0, false
-		}
-		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		return v, err == nil
-	}
-	max, ok1 := read(limit)
-	cur, ok2 := read(use)
+	max, ok1 := readInt(filepath.Join(dir, limit))
+	cur, ok2 := readInt(filepath.Join(dir, use))
 	return max, cur, ok1 && ok2
 }

@@ -31,6 +31,7 @@ type childrenResult struct {
 	Drain, StartAll  time.Duration
 	Lease, Heartbeat time.Duration
 	KillGrace        time.Duration
+	Capped           string // why fewer children than asked were held
 }
 
 // children measures one daemon holding N live children (sleep), a hundred
@@ -71,6 +72,10 @@ func (b *runner) children(ctx context.Context) error {
 	if err := sleepCtx(ctx, 2*time.Second); err != nil {
 		return err
 	}
+	if err := b.fitCaps(ctx, d, &r); err != nil {
+		return err
+	}
+	n = r.N
 	if r.RSS0, _, err = readRSS(d.pid()); err != nil {
 		return err
 	}
@@ -108,6 +113,26 @@ func (b *runner) children(ctx context.Context) error {
 	return nil
 }
 
+// fitCaps lowers the number of children to nine tenths of what the
+// tightest limit qd status names allows (open files, processes), saying
+// so in the report: a daemon cannot hold more on this machine.
+func (b *runner) fitCaps(ctx context.Context, d *daemonProc, r *childrenResult) error {
+	snap, err := d.fetch(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range snap.StartCaps {
+		if fit := c.Children * 9 / 10; fit < r.N {
+			r.Capped = fmt.Sprintf("%s asked, but qd status says starts are capped by %s (%d) at about %s children: measured at %s",
+				groupThousands(int64(r.N)), c.Limit, c.Value, groupThousands(int64(c.Children)), groupThousands(int64(fit)))
+			b.log.Warn("children capped", "note", r.Capped)
+			r.N = fit
+		}
+	}
+	r.Quarter = r.N / 4
+	return nil
+}
+
 // holdChildren queues tasks from..to (one per slot, spread over the
 // lanes) and waits until the daemon runs a child for each.
 func (b *runner) holdChildren(ctx context.Context, db *database, d *daemonProc, lanes []string, from, to int) error {
@@ -121,7 +146,7 @@ func (b *runner) holdChildren(ctx context.Context, db *database, d *daemonProc, 
 		return fmt.Errorf("queue %d tasks: %w", len(taskLanes), err)
 	}
 	b.log.Info("daemon starting children", "children", to)
-	deadline := time.Now().Add(60*time.Second + time.Duration(to)*10*time.Millisecond)
+	deadline := time.Now().Add(2*time.Minute + time.Duration(to)*60*time.Millisecond)
 	for {
 		if err := sleepCtx(ctx, time.Second); err != nil {
 			return err
@@ -267,6 +292,9 @@ func (b *runner) childrenFigures(r childrenResult) {
 		"qd status: the command run 5 times (process, socket, table); the overview: GET /api/overview 5 times; drain: SIGTERM to exit; all %s started in %s",
 		groupThousands(int64(r.N)), childrenPerLane, r.Lease, r.Heartbeat, r.KillGrace, b.sc.ChildrenIdle, r.Heartbeat/4,
 		groupThousands(int64(r.N)), r.StartAll.Round(100*time.Millisecond))
+	if r.Capped != "" {
+		sec.Shape += "; " + r.Capped
+	}
 	name := groupThousands(int64(r.N)) + " live children"
 	sec.Add(name, "daemon_rss_kib_per_child", float64(r.RSS-r.RSS0)/1024/float64(r.N), "KiB").Want("<=", 50)
 	sec.Add(name, "daemon_rss_mib", float64(r.RSS)/(1<<20), "MiB")

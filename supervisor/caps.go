@@ -37,6 +37,25 @@ type capsCache struct {
 	mu   sync.Mutex
 	at   time.Time
 	caps []Cap
+	// base is the daemon's open files beside its children's, counted
+	// while they were few: with thousands, counting costs more than a
+	// status, and base plus FilesPerChild a child is what it finds.
+	base int
+}
+
+// countBelow is the number of live children under which the open files
+// are counted rather than reckoned from base.
+const countBelow = 64
+
+// openFiles is how many files the daemon has open, counted or reckoned.
+func (c *capsCache) openFiles(live int) int {
+	if live < countBelow || c.base == 0 {
+		if n := countOpenFiles(); n > 0 {
+			c.base = max(1, n-live*FilesPerChild)
+			return n
+		}
+	}
+	return c.base + live*FilesPerChild
 }
 
 // Caps lists the limits that let the daemon hold fewer than want children
@@ -46,7 +65,8 @@ func (s *Supervisor) Caps(want int) []Cap {
 	s.caps.mu.Lock()
 	defer s.caps.mu.Unlock()
 	if s.caps.at.IsZero() || time.Since(s.caps.at) > capsEvery {
-		s.caps.caps, s.caps.at = hostCaps(s.liveCount()), time.Now()
+		live := s.liveCount()
+		s.caps.caps, s.caps.at = hostCaps(live, s.caps.openFiles(live)), time.Now()
 	}
 	var out []Cap
 	for _, c := range s.caps.caps {

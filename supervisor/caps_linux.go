@@ -13,14 +13,12 @@ import (
 // hostCaps reads each limit and how many children it allows beside the
 // live ones. (The Go runtime raised RLIMIT_NOFILE's soft limit to its hard
 // one at start; children get the limit qd was started with back.)
-func hostCaps(live int) []Cap {
+func hostCaps(live, open int) []Cap {
 	var caps []Cap
 	var r unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) == nil && r.Cur != unix.RLIM_INFINITY && r.Cur < math.MaxInt32 {
-		if open, err := os.ReadDir("/proc/self/fd"); err == nil {
-			free := int(r.Cur) - len(open) - 32 // the database's connections, the socket's clients
-			caps = append(caps, Cap{Limit: "RLIMIT_NOFILE", Value: int64(r.Cur), Children: live + max(0, free/FilesPerChild)})
-		}
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &r) == nil && r.Cur != unix.RLIM_INFINITY && r.Cur < math.MaxInt32 && open > 0 {
+		free := int(r.Cur) - open - 32 // the database's connections, the socket's clients
+		caps = append(caps, Cap{Limit: "RLIMIT_NOFILE", Value: int64(r.Cur), Children: live + max(0, free/FilesPerChild)})
 	}
 	// Root is not held to RLIMIT_NPROC.
 	if os.Geteuid() != 0 && unix.Getrlimit(unix.RLIMIT_NPROC, &r) == nil && r.Cur != unix.RLIM_INFINITY && r.Cur < math.MaxInt32 {
@@ -65,6 +63,15 @@ func readInt(path string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return v, err == nil
+}
+
+// countOpenFiles counts this process's open files; 0 when it cannot.
+func countOpenFiles() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
 }
 
 // threads counts this process's threads.

@@ -165,6 +165,7 @@ func (c Client) send(ctx context.Context, method, path string, body []byte, out 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Accept", "application/json") // compact, see Server.writeJSON
 	if c.Token != "" {
 		req.Header.Set(TokenHeader, c.Token)
 	}

@@ -263,7 +263,7 @@ func (s *Server) handleParents(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	s.writeJSON(w, res)
+	s.writeJSON(w, r, res)
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -271,7 +271,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	snap := s.d.Status(ctx)
 	normalize(&snap)
-	s.writeJSON(w, snap)
+	s.writeJSON(w, r, snap)
 }
 
 func (s *Server) handleProgress(w http.ResponseWriter, r *http.Request) {
@@ -296,7 +296,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	s.writeJSON(w, res)
+	s.writeJSON(w, r, res)
 }
 
 func (s *Server) handleWake(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +320,7 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	s.writeJSON(w, res)
+	s.writeJSON(w, r, res)
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
@@ -360,11 +360,16 @@ func fail(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), code)
 }
 
-// writeJSON answers with v as indented JSON.
-func (s *Server) writeJSON(w http.ResponseWriter, v any) {
+// writeJSON answers with v as JSON: compact for a client that asks for
+// application/json (qd's own: a status of 10,000 runs is megabytes, and
+// indenting it took most of the answer's time), indented for the others
+// (curl, a browser), which people read.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if r.Header.Get("Accept") != "application/json" {
+		enc.SetIndent("", "  ")
+	}
 	if err := enc.Encode(v); err != nil {
 		s.logger.Debug("status socket: write response", "error", err)
 	}

@@ -574,6 +574,22 @@ func TestServer_HTTP(t *testing.T) {
 			t.Fatalf("curl output lacks the supervisor:\n%s", out)
 		}
 	})
+	t.Run("CompactForJSONClients", func(t *testing.T) {
+		// Ensure a client that asks for application/json (qd's own) gets
+		// the status without indentation, which costs more than building
+		// it when runs are many, and a person with curl gets it indented.
+		req, _ := http.NewRequest(http.MethodGet, "http://qd/v1/status", nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Count(string(body), "\n") != 1 || !strings.Contains(string(body), `"supervisor":"web"`) {
+			t.Fatalf("status for a JSON client is not compact:\n%s", body)
+		}
+	})
 }
 
 func TestFetch_NotRunning(t *testing.T) {

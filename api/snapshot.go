@@ -52,6 +52,22 @@ type Snapshot struct {
 	// StartsHeld is set while children cannot be started for want of the
 	// daemon's own resources, and until one starts again; absent otherwise.
 	StartsHeld *StartsHeld `json:"starts_held,omitempty"`
+	// StartCaps lists the limits (open files, processes, the kernel's
+	// process ids, the cgroup's pids and memory) that let the daemon hold fewer children at once
+	// than its agents' parallel adds up to; absent when none does.
+	StartCaps []StartCap `json:"start_caps,omitempty"`
+}
+
+// StartCap is one limit that caps how many children can start: its name
+// ("RLIMIT_NOFILE", "RLIMIT_NPROC", "kernel.pid_max", "pids.max",
+// "memory.max"), its value,
+// about how many children it allows at once (those live included), and
+// how many the agents' parallel asks for.
+type StartCap struct {
+	Limit    string `json:"limit"`
+	Value    int64  `json:"value"`
+	Children int    `json:"children"`
+	Wanted   int    `json:"wanted"`
 }
 
 // StartsHeld says that the daemon could not start children for want of

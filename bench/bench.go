@@ -64,6 +64,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"e2e", b.e2e},
 		{"idle", b.idle},
 		{"fleet", b.fleet},
+		{"children", b.children},
 	}
 	for _, s := range steps {
 		if s.name != "environment" && len(o.Only) > 0 && !slices.Contains(o.Only, s.name) {

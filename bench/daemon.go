@@ -45,6 +45,11 @@ func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*da
 	if err != nil {
 		return nil, fmt.Errorf("create daemon directory: %w", err)
 	}
+	// A private cluster started by a daemon run as root belongs to another
+	// user, who must pass through.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("create daemon directory: %w", err)
+	}
 	p := &daemonProc{
 		name: name, dir: dir,
 		socket:  filepath.Join(dir, "qd.sock"),
@@ -85,8 +90,8 @@ func (b *runner) startDaemon(ctx context.Context, dbURL, name, body string) (*da
 }
 
 // daemonEnv is this process's environment without any QD_ setting, plus
-// the database URL; a binary built with the race detector does not pause
-// at exit.
+// the database URL (none when empty: the daemon starts its private
+// cluster); a binary built with the race detector does not pause at exit.
 func daemonEnv(dbURL string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -96,6 +101,9 @@ func daemonEnv(dbURL string) []string {
 	}
 	if os.Getenv("GORACE") == "" {
 		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	if dbURL == "" {
+		return env
 	}
 	return append(env, "QD_DATABASE_URL="+dbURL)
 }
@@ -149,6 +157,27 @@ func (p *daemonProc) sentTransactions(ctx context.Context) (int64, error) {
 	return -1, nil
 }
 
+// metric reads one sample of the daemon's metrics by its name and labels
+// as exposed ("qd_heartbeat_duration_seconds_count"); 0 when absent.
+func (p *daemonProc) metric(ctx context.Context, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	text, err := api.Client{Path: p.socket}.Metrics(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read daemon %s metrics: %w", p.name, err)
+	}
+	for line := range strings.Lines(string(text)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("daemon %s metrics: %s %q: %w", p.name, name, v, err)
+			}
+			return f, nil
+		}
+	}
+	return 0, nil
+}
+
 // pid is the daemon's process id.
 func (p *daemonProc) pid() int { return p.cmd.Process.Pid }
 
@@ -166,6 +195,12 @@ func (p *daemonProc) alive() error {
 // runs), kills the daemon's process group when it has not exited within
 // 15 s, and removes its directory.
 func (p *daemonProc) stop(b *runner) {
+	p.halt(b)
+	p.remove(b)
+}
+
+// halt stops the daemon as stop does, and keeps its directory.
+func (p *daemonProc) halt(b *runner) {
 	if p.alive() == nil {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -178,6 +213,10 @@ func (p *daemonProc) stop(b *runner) {
 	}
 	// Anything left in the daemon's group (nothing, normally).
 	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+}
+
+// remove removes the directory of a halted daemon.
+func (p *daemonProc) remove(b *runner) {
 	p.logFile.Close()
 	if err := os.RemoveAll(p.dir); err != nil {
 		b.log.Warn("remove daemon directory", "dir", p.dir, "error", err)

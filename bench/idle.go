@@ -71,7 +71,10 @@ func (b *runner) idle(ctx context.Context) error {
 		return err
 	}
 	b.idleFigures(idle, rss)
-	return b.idleAnyLane(ctx, prog)
+	if err := b.idleAnyLane(ctx, prog); err != nil {
+		return err
+	}
+	return b.laptop(ctx)
 }
 
 // idleLaneCounts are the numbers of lanes the idle any-lane daemon is

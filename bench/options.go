@@ -37,8 +37,11 @@ type Options struct {
 	// comparison (saying why) when it cannot.
 	River string
 	// Only names the parts to run (claims, heartbeats, depth, history,
-	// soak, e2e, idle, fleet); empty runs them all.
+	// soak, e2e, idle, fleet, children); empty runs them all.
 	Only []string
+	// Children is how many live children the children part holds; zero
+	// takes the size's (500 small, 10,000 full).
+	Children int
 }
 
 // scale is the shape of one bench size.
@@ -65,6 +68,15 @@ type scale struct {
 	E2ETasks, E2EReps int
 	// Idle is how long the idle daemon is watched, after IdleWarmup.
 	Idle, IdleWarmup time.Duration
+	// Laptop is how long the daemon on its private cluster is watched,
+	// after LaptopWarmup.
+	Laptop, LaptopWarmup time.Duration
+	// Children is how many live children one daemon holds, each with a
+	// lease of ChildrenLease, idle for ChildrenIdle at a quarter of them
+	// and again at all.
+	Children      int
+	ChildrenLease time.Duration
+	ChildrenIdle  time.Duration
 }
 
 var scales = map[string]scale{
@@ -74,6 +86,8 @@ var scales = map[string]scale{
 		DepthLanes: 100, Depths: []int{10_000, 50_000, 100_000}, DepthBase: 10_000, Histories: []int{0, 20_000, 100_000}, DepthOps: 300,
 		SoakRuns: 1_000, Soak: 3 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 		LatencyTicks: 2, E2ETasks: 1_500, E2EReps: 1, Idle: 3 * time.Second, IdleWarmup: 1500 * time.Millisecond,
+		Laptop: 10 * time.Second, LaptopWarmup: 5 * time.Second,
+		Children: 500, ChildrenLease: 6 * time.Second, ChildrenIdle: 8 * time.Second,
 	},
 	"full": {
 		Name: "full", Measure: 5 * time.Second,
@@ -81,12 +95,14 @@ var scales = map[string]scale{
 		DepthLanes: 100, Depths: []int{10_000, 100_000, 1_000_000}, DepthBase: 10_000, Histories: []int{0, 1_000_000, 10_000_000}, DepthOps: 3_000,
 		SoakRuns: 1_000, Soak: 60 * time.Second, BatchBeats: 100, ClaimBatch: 8,
 		LatencyTicks: 10, E2ETasks: 20_000, E2EReps: 3, Idle: 20 * time.Second, IdleWarmup: 12 * time.Second,
+		Laptop: 2 * time.Minute, LaptopWarmup: 30 * time.Second,
+		Children: 10_000, ChildrenLease: 30 * time.Second, ChildrenIdle: 40 * time.Second,
 	},
 }
 
 // Parts lists the names Options.Only accepts, in the order they run.
 func Parts() []string {
-	return []string{"claims", "heartbeats", "depth", "history", "soak", "e2e", "idle", "fleet"}
+	return []string{"claims", "heartbeats", "depth", "history", "soak", "e2e", "idle", "fleet", "children"}
 }
 
 // Sizes lists the names Options.Size accepts.

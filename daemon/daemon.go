@@ -141,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	d.sup, err = supervisor.New(supervisor.Config{
 		Provider: queue, Logger: logger, StateDir: conf.StateDir,
 		Owner: conf.Name, Instance: d.instance, OnLoop: d.loopPass, OnDone: d.runDone, OnEnd: d.runEnded,
-		OnHeartbeat: d.heartbeat,
+		OnHeartbeat: d.heartbeat, IdlePass: d.idlePass(),
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor.New: %w", err)
@@ -361,6 +361,15 @@ func (d *daemon) watchdog() {
 	}
 	d.lastDog = time.Now()
 	_ = d.service.Watchdog()
+}
+
+// idlePass is how long the supervisor's loop may sleep with no run live:
+// its default, or short enough to feed the service manager's watchdog.
+func (d *daemon) idlePass() time.Duration {
+	if every, ok := d.service.WatchdogInterval(); ok {
+		return min(supervisor.DefaultIdlePass, every/4)
+	}
+	return 0
 }
 
 // runDone is called by the supervisor when a run of agent ends: a hot agent

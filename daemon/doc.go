@@ -29,13 +29,17 @@
 //     children, wait up to shutdown_grace, abandon what is left); a second
 //     one skips the grace.
 //   - The local server (localserver.go): when the daemon runs on the
-//     private cluster, cmd/qd hands it a LocalServer; the daemon starts it
-//     again within a second of its death and, under a service manager,
+//     private cluster, cmd/qd hands it a LocalServer; the daemon waits on
+//     it (its Await: the postmaster's exit, no polling), starts it again
+//     within a second of its death and, under a service manager,
 //     stops it once the drain is over and the queue closed, before it
 //     exits, since the manager kills what is left of the unit then.
 //   - systemd (sdnotify.go): READY, RELOADING, STOPPING, STATUS and the
 //     watchdog, fed from the heartbeat loop so that a wedged loop restarts
-//     the daemon and a database outage does not.
+//     the daemon and a database outage does not; the loop, which sleeps
+//     while no run is live, then passes at least every quarter interval.
+//   - The state directory (statedir.go): watched with inotify
+//     (statewatch_linux.go) and remade if deleted under the daemon.
 //
 // Nothing on the lease path waits on the log: the log goes through
 // internal/logsink. The logger (logger.go) writes durations as text

@@ -15,6 +15,10 @@ type LocalServer struct {
 	// away without being stopped (killed, crashed). One stopped on
 	// purpose (qd db stop) is left stopped.
 	Died func() bool
+	// Await, when not nil, returns when the server may have died, ctx
+	// ends or the duration has passed, and wakes nothing meanwhile: the
+	// daemon then waits on it instead of looking every serverCheckEvery.
+	Await func(ctx context.Context, d time.Duration)
 	// Start starts it again.
 	Start func(ctx context.Context) error
 	// Stop, when not nil, stops it cleanly once the daemon has drained:
@@ -26,9 +30,14 @@ type LocalServer struct {
 }
 
 // serverCheckEvery is how often the daemon looks whether its local server
-// died. A look reads a file and two /proc entries; a restart after a kill
-// takes well under a second more.
+// died, when the server offers no Await. A look reads a file and two /proc
+// entries; a restart after a kill takes well under a second more.
 const serverCheckEvery = 250 * time.Millisecond
+
+// serverAwaitMax is the longest the daemon waits on a server's Await
+// before it looks anyway: what Await cannot see (a socket file removed
+// under a live server) is seen within it.
+const serverAwaitMax = 30 * time.Second
 
 // serverStopWait bounds the clean stop at the end.
 const serverStopWait = time.Minute
@@ -64,17 +73,23 @@ func (d *daemon) keepServer(s *LocalServer, closeQueue func()) (release func()) 
 	}
 }
 
-// watchServer looks at s every serverCheckEvery and starts it when it
-// died; failed starts are tried again less and less often, up to every
-// 30 s.
+// watchServer waits on s (or looks at it every serverCheckEvery) and
+// starts it when it died; failed starts are tried again less and less
+// often, up to every 30 s.
 func (d *daemon) watchServer(ctx context.Context, s *LocalServer) {
 	log := d.logger.Named("database")
 	wait := serverCheckEvery
 	for {
-		select {
-		case <-ctx.Done():
+		if s.Await != nil && wait == serverCheckEvery {
+			s.Await(ctx, serverAwaitMax)
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		if ctx.Err() != nil {
 			return
-		case <-time.After(wait):
 		}
 		if !s.Died() {
 			wait = serverCheckEvery

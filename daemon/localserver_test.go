@@ -22,11 +22,15 @@ type fakeServer struct {
 	starts  int
 	stopped time.Time
 	onStop  func() // runs inside Stop
+	looks   int    // calls of Died
+	// deaths, when not nil, makes the server one that can be waited on:
+	// Await returns when kill sends on it.
+	deaths chan struct{}
 }
 
 func (f *fakeServer) server(withStop bool) *LocalServer {
 	s := &LocalServer{Name: "the fake server",
-		Died: func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.dead },
+		Died: func() bool { f.mu.Lock(); defer f.mu.Unlock(); f.looks++; return f.dead },
 		Start: func(context.Context) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -34,6 +38,15 @@ func (f *fakeServer) server(withStop bool) *LocalServer {
 			f.starts++
 			return nil
 		},
+	}
+	if f.deaths != nil {
+		s.Await = func(ctx context.Context, d time.Duration) {
+			select {
+			case <-ctx.Done():
+			case <-f.deaths:
+			case <-time.After(d):
+			}
+		}
 	}
 	if withStop {
 		s.Stop = func(context.Context) error {
@@ -49,7 +62,14 @@ func (f *fakeServer) server(withStop bool) *LocalServer {
 	return s
 }
 
-func (f *fakeServer) kill() { f.mu.Lock(); f.dead = true; f.mu.Unlock() }
+func (f *fakeServer) kill() {
+	f.mu.Lock()
+	f.dead = true
+	f.mu.Unlock()
+	if f.deaths != nil {
+		f.deaths <- struct{}{}
+	}
+}
 
 func (f *fakeServer) counts() (int, time.Time) {
 	f.mu.Lock()
@@ -132,6 +152,32 @@ func TestDaemon_LocalServerStartedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil
+}
+
+// Ensure a daemon whose local server can be waited on does not look at it
+// while it runs, and still starts it again within 2s of its death.
+func TestDaemon_LocalServerAwaited(t *testing.T) {
+	t.Parallel()
+	f := &fakeServer{deaths: make(chan struct{}, 1)}
+	startWithServer(t, memlease.New(), "", f.server(false))
+	time.Sleep(1500 * time.Millisecond)
+	f.mu.Lock()
+	looks := f.looks
+	f.mu.Unlock()
+	if looks > 1 {
+		t.Errorf("the daemon looked at a live server it can wait on %d times in 1.5s", looks)
+	}
+	killed := time.Now()
+	f.kill()
+	for {
+		if n, _ := f.counts(); n == 1 {
+			break
+		}
+		if time.Since(killed) > 2*time.Second {
+			t.Fatal("the server was not started again within 2s of its death")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Ensure a daemon that owns its local server stops it after the drain: a

@@ -43,6 +43,7 @@ func (d *daemon) reload() {
 	d.mu.Unlock()
 	d.sched.Set(schedulerAgents(conf), schedulerPeriodics(conf))
 	d.wantLanes()
+	d.sender.Kick() // a plan with routes now is polled from now on
 	d.logWarnings(conf)
 	d.logger.Info("config reloaded", "agents", len(conf.Agents), "periodics", len(conf.Periodics))
 	d.metrics.Reloaded(true)

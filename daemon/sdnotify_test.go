@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/qd-run/qd/lease/memlease"
 )
 
 // MustNotifySocket binds a unixgram socket standing in for systemd's and
@@ -124,5 +126,30 @@ func TestServiceManager_WatchdogInterval(t *testing.T) {
 				t.Fatalf("WatchdogInterval() = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// Ensure an idle daemon (no runs, so its heartbeat loop sleeps) still
+// feeds the service manager's watchdog well within its interval.
+func TestDaemon_WatchdogFedWhileIdle(t *testing.T) {
+	conn := MustNotifySocket(t)
+	t.Setenv("WATCHDOG_USEC", "1000000")
+	t.Setenv("WATCHDOG_PID", "")
+	startWithServer(t, memlease.New(), "", nil)
+	var last time.Time
+	pings := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		if msg := readDatagram(t, conn); msg != "WATCHDOG=1" {
+			continue
+		}
+		now := time.Now()
+		if pings > 0 && now.Sub(last) > time.Second {
+			t.Errorf("watchdog pings %s apart, longer than the 1s interval", now.Sub(last).Round(time.Millisecond))
+		}
+		last = now
+		pings++
+	}
+	if pings < 3 {
+		t.Errorf("%d watchdog pings in 3s, want one at least every half interval", pings)
 	}
 }

@@ -3,12 +3,19 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 )
 
 // stateDirCheck is how often the daemon checks that its state directory
-// is still there.
+// is still there where it cannot watch it (no inotify, or the directory
+// gone).
 const stateDirCheck = time.Second
+
+// stateDirAwaitMax is the longest the daemon waits on its watch of the
+// state directory before it checks anyway: what the watch cannot see (a
+// directory above it moved) is seen within it.
+const stateDirAwaitMax = 30 * time.Second
 
 // keepStateDir remakes the state directory when it was deleted (or its
 // lock replaced) under the running daemon: the lock, the record of this
@@ -18,16 +25,30 @@ const stateDirCheck = time.Second
 // children ran on. Children keep running throughout; qd status shows the
 // loss until the daemon stops.
 func (d *daemon) keepStateDir(ctx context.Context) {
-	t := time.NewTicker(stateDirCheck)
-	defer t.Stop()
+	var w *dirWatch
+	defer func() {
+		if w != nil {
+			w.close()
+		}
+	}()
 	for {
-		select {
-		case <-ctx.Done():
+		if w == nil {
+			w, _ = watchStateDir(d.inc.dir, filepath.Join(d.inc.dir, lockName))
+		}
+		if w != nil {
+			w.wait(ctx, stateDirAwaitMax)
+		} else {
+			_ = sleepCtx(ctx, stateDirCheck)
+		}
+		if ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 		if d.inc.intact() {
 			continue
+		}
+		if w != nil { // the directory and lock watched are gone
+			w.close()
+			w = nil
 		}
 		dir := d.config().StateDir
 		at := time.Now()

@@ -54,6 +54,13 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 	}
 	s.DrainingSince = d.sup.DrainingSince()
 	s.StartsHeld = d.starts.status()
+	want := 0
+	for _, a := range conf.Agents {
+		want += a.Parallel
+	}
+	for _, c := range d.sup.Caps(want) {
+		s.StartCaps = append(s.StartCaps, api.StartCap{Limit: c.Limit, Value: c.Value, Children: c.Children, Wanted: want})
+	}
 	c := d.sup.Containment()
 	s.Containment = api.ContainmentStatus{Kind: c.Kind, Cgroup: c.Path, Controllers: append([]string{}, c.Controllers...), Reason: c.Reason}
 	nc := d.sender.Counts()

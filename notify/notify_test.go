@@ -332,3 +332,34 @@ func TestPlan_RetryIn(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a sender whose plan has no routes sleeps instead of polling the
+// queue, and that once a reload gives it a route and kicks it, it tells
+// the failure that waited.
+func TestSender_IdleWithoutRoutes(t *testing.T) {
+	q := memlease.New()
+	ids := MustFailed(t, q, 1)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var plan Plan
+	var reads int
+	s := New(Config{Queue: q, Env: []string{"PATH=/usr/bin:/bin"}, Poll: 20 * time.Millisecond, Plan: func() Plan {
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		return plan
+	}})
+	MustRun(t, s)
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	if reads > 1 {
+		t.Errorf("a sender with no routes read its plan %d times in 300ms, polling every 20ms", reads)
+	}
+	plan = Plan{Routes: []Route{{"a", lease.EventFailed, Target{Command: []string{"/bin/sh", "-c", "touch " + dir + "/told"}}}}}
+	mu.Unlock()
+	s.Kick()
+	waitFor(t, 10*time.Second, "the failure to be told", func() bool {
+		by, _ := notes(t, q, ids)
+		return by[lease.NotificationSent] == 1
+	})
+}

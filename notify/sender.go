@@ -34,7 +34,8 @@ type Config struct {
 	Plan func() Plan
 	// Poll is how often the queue is read for events and due
 	// notifications when nothing wakes the sender sooner; one second when
-	// zero.
+	// zero. A plan with no routes is not polled: the sender sleeps until
+	// Kick (a run ended, the config reloaded) or Record.
 	Poll time.Duration
 }
 
@@ -133,8 +134,9 @@ func (s *Sender) Run(ctx context.Context) error {
 		case <-timer.C:
 		case <-s.kick:
 		}
-		s.poll(ctx, sendCtx)
-		timer.Reset(s.cfg.Poll)
+		if s.poll(ctx, sendCtx) {
+			timer.Reset(s.cfg.Poll)
+		}
 	}
 }
 
@@ -153,7 +155,9 @@ func (s *Sender) drain(cancel context.CancelFunc) {
 }
 
 // poll does one round; a failure is logged and the next poll tries again.
-func (s *Sender) poll(ctx, sendCtx context.Context) {
+// It reports whether another poll is due: the plan has routes, or events
+// wait to be recorded.
+func (s *Sender) poll(ctx, sendCtx context.Context) (again bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s.flushRecorded(ctx)
@@ -161,8 +165,17 @@ func (s *Sender) poll(ctx, sendCtx context.Context) {
 	routes, byName := s.routes(plan)
 	s.forget(byName)
 	if len(routes) == 0 {
-		return
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.recorded) > 0
 	}
+	s.pollRoutes(ctx, sendCtx, plan, routes, byName)
+	return true
+}
+
+// pollRoutes takes the events of routes into notifications and starts
+// the claimed ones.
+func (s *Sender) pollRoutes(ctx, sendCtx context.Context, plan Plan, routes []lease.NotifyRoute, byName map[string]Target) {
 	if _, err := s.cfg.Queue.TakeEvents(ctx, s.cfg.Daemon, routes, 1000); err != nil {
 		s.cfg.Logger.Warn("read events to notify of; will try again", "error", err)
 		return

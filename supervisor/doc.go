@@ -70,6 +70,7 @@
 //	end.go                 End, what the daemon is told of each run
 //	drain.go               shutdown: the grace, then the kill, then the give-back
 //	statedir.go            the health of the state directory the logs go to
+//	caps.go                the limits that cap how many children can start (caps_linux.go)
 //
 // # Outcomes
 //

@@ -9,8 +9,13 @@ import (
 	"github.com/qd-run/qd/lease"
 )
 
-// maxTick is the longest the loop sleeps between passes.
+// maxTick is the longest the loop sleeps between passes while a run is
+// live.
 const maxTick = time.Second
+
+// DefaultIdlePass is the longest the loop sleeps while no run is live,
+// unless Config.IdlePass says otherwise.
+const DefaultIdlePass = 30 * time.Second
 
 // beatReply is the answer to one batched heartbeat.
 type beatReply struct {
@@ -21,7 +26,8 @@ type beatReply struct {
 }
 
 // Loop is the supervisor's heartbeat loop, the actor the daemon runs for it:
-// one pass at least every second (Config.OnLoop is called on each), one
+// one pass at least every second while a run is live, and at least every
+// Config.IdlePass while none is (Config.OnLoop is called on each), one
 // Provider.Heartbeat call per pass for every run that is due, and the
 // timeouts, stalls and local lease deadlines enforced. Provider errors are
 // logged and retried, never returned. When ctx is done Loop drains (at once, unless Drain was
@@ -74,8 +80,15 @@ func (s *Supervisor) Loop(ctx context.Context) error {
 			inFlight = true
 			s.send(batch, replies)
 		}
-		timer.Reset(min(max(time.Duration(next-now), 5*time.Millisecond), maxTick))
+		timer.Reset(max(time.Duration(next-now), 5*time.Millisecond))
 	}
+}
+
+func (s *Supervisor) idlePass() time.Duration {
+	if s.cfg.IdlePass > 0 {
+		return s.cfg.IdlePass
+	}
+	return DefaultIdlePass
 }
 
 func retryDelay(failures int) time.Duration {
@@ -112,8 +125,12 @@ func (s *Supervisor) retryAt(now int64, failures int) int64 {
 // half an interval of due, so runs started at different times fall into
 // one batch per interval instead of one call each.
 func (s *Supervisor) pass(now int64) (batch []*child, due bool, next int64) {
+	live := s.live()
 	next = now + int64(maxTick)
-	for _, c := range s.live() {
+	if len(live) == 0 {
+		next = now + int64(s.idlePass())
+	}
+	for _, c := range live {
 		when, state := s.check(c, now)
 		next = min(next, when)
 		if state != beatLater {

@@ -31,6 +31,21 @@ func TestSupervisor_Heartbeat(t *testing.T) {
 		}
 	})
 
+	t.Run("IdleSleeps", func(t *testing.T) {
+		// Ensure the loop with no live run sleeps instead of passing every
+		// second, and that a run started wakes it and is heartbeated.
+		t.Parallel()
+		h := MustHarness(t, nil)
+		time.Sleep(2500 * time.Millisecond)
+		if n := h.loops.Load(); n > 1 {
+			t.Errorf("OnLoop called %d times in 2.5s with no run, want at most the first pass", n)
+		}
+		l := h.start("sleep 3; echo done", "{}", Spec{Lease: 2 * time.Second})
+		if r := h.waitRun(l.RunID); r.State != lease.RunCompleted || r.LastHeartbeatAt.IsZero() {
+			t.Fatalf("run = %s, last heartbeat %v: want completed and heartbeated", r.State, r.LastHeartbeatAt)
+		}
+	})
+
 	t.Run("Batched", func(t *testing.T) {
 		// Ensure live runs started at different times come to share one
 		// Heartbeat call per interval.

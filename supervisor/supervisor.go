@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,8 +93,13 @@ type Config struct {
 	// Owner and Instance name this daemon (for logs).
 	Owner, Instance string
 	// OnLoop is called on every pass of the heartbeat loop, at least once
-	// a second: the daemon feeds the systemd watchdog from it.
+	// a second while a run is live and at least once every IdlePass while
+	// none is: the daemon feeds the systemd watchdog from it.
 	OnLoop func()
+	// IdlePass is the longest the loop sleeps while no run is live
+	// (DefaultIdlePass when zero): with nothing to heartbeat, nothing is
+	// due until a run starts, which wakes the loop at once.
+	IdlePass time.Duration
 	// OnDone is called with the agent's name when a run has ended and been
 	// forgotten, so that the scheduler can fill the freed slot.
 	OnDone func(agent string)
@@ -137,6 +143,7 @@ type Supervisor struct {
 	cfg   Config
 	log   hclog.Logger
 	epoch time.Time // origin of mono
+	caps  capsCache
 
 	mu        sync.Mutex
 	children  map[int64]*child // by run id, until settled and forgotten
@@ -285,13 +292,26 @@ func (s *Supervisor) Snapshot() []RunStatus {
 	}
 	s.mu.Unlock()
 	now := s.mono()
-	out := make([]RunStatus, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, c.status(now))
+	out := make([]RunStatus, len(cs))
+	// Each status reads its run's CPU time from its cgroup, a system call:
+	// thousands of runs are read on every core.
+	workers := min(runtime.GOMAXPROCS(0), (len(cs)+snapshotShare-1)/snapshotShare)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(cs); i += workers {
+				out[i] = cs[i].status(now)
+			}
+		})
 	}
+	wg.Wait()
 	sortStatus(out)
 	return out
 }
+
+// snapshotShare is how many runs' statuses one goroutine of Snapshot
+// reads, at least.
+const snapshotShare = 256
 
 func sortStatus(st []RunStatus) {
 	sort.Slice(st, func(i, j int) bool {

@@ -64,7 +64,7 @@ func (e *Env) localServer() (*daemon.LocalServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &daemon.LocalServer{Name: "the private PostgreSQL in " + c.Dir(), Died: c.Died,
+	s := &daemon.LocalServer{Name: "the private PostgreSQL in " + c.Dir(), Died: c.Died, Await: c.Await,
 		Start: func(ctx context.Context) error { _, err := c.Start(ctx); return err }}
 	if underService(e.Getenv) {
 		s.Stop = func(ctx context.Context) error { _, err := c.Stop(ctx, localpg.Fast); return err }

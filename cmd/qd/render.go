@@ -74,6 +74,9 @@ func renderHeader(w io.Writer, s *api.Snapshot, now time.Time) {
 		}
 		fmt.Fprintf(w, "starts:\t%s: %s; %s given back unstarted since %s\n", state, h.Reason, count(h.GivenBack, "run", "runs"), h.Since.Format(time.RFC3339))
 	}
+	for _, c := range s.StartCaps {
+		fmt.Fprintf(w, "limits:\tstarts capped by %s (%d): about %d children, of the %d the agents' parallel asks for\n", c.Limit, c.Value, c.Children, c.Wanted)
+	}
 	if !s.DrainingSince.IsZero() {
 		fmt.Fprintf(w, "state:\tDRAINING since %s (%s): claims nothing more\n", s.DrainingSince.Format(time.RFC3339), relative(s.DrainingSince, now))
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/qd-run/qd/bench"
 )
 
-const usage = "qdbench [--db URL] [--size small|full] [--duration D] [--only PARTS] [--out FILE] [--json] [--qd BINARY] [--river DIR]"
+const usage = "qdbench [--db URL] [--size small|full] [--duration D] [--only PARTS] [--children N] [--out FILE] [--json] [--qd BINARY] [--river DIR]"
 
 const help = `Measures claims, batch claims, claim-to-complete cycles, heartbeats, claim
 latency with a deep queue and a long history, and a heartbeat soak, each as a
@@ -27,8 +27,9 @@ figure and as a ratio to the minimal SKIP LOCKED claim measured in the same
 run; then tasks/s through a qd daemon (qd run, with --qd's binary) with real
 children against a plain fork-exec loop and River (built from --river's
 module with the go command, left out when it cannot be), the idle cost of a daemon with
-50 agents, and what a fleet of daemons, each with live children, costs the
-database as it grows (on a private cluster of its own). It works in schemas and databases of its own (qd_bench_*), which
+50 agents and of one on its private cluster, what a fleet of daemons, each with
+live children, costs the database as it grows (on a private cluster of its
+own), and one daemon holding many live children (--children). It works in schemas and databases of its own (qd_bench_*), which
 it drops when it ends; it never touches the queue's schema. It needs a role
 that may create databases. --size small takes seconds; --size full uses a
 million queued and ten million finished tasks and takes minutes. Progress
@@ -67,6 +68,7 @@ type Command struct {
 	River       string
 	Only        string
 	only        []string
+	Children    int
 }
 
 // flagSet binds the fields of c to their flags.
@@ -80,6 +82,7 @@ func (c *Command) flagSet() *flag.FlagSet {
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON instead of tables")
 	fs.StringVar(&c.River, "river", "", "`DIR` of the River peer's module, built with go build (default: bench/river under the working directory)")
 	fs.StringVar(&c.Only, "only", "", "comma-separated `PARTS` to run: "+strings.Join(bench.Parts(), ", ")+" (default: all)")
+	fs.IntVar(&c.Children, "children", 0, "live children `N` of the children part (default: 500 small, 10,000 full)")
 	fs.StringVar(&c.QD, "qd", "", "qd `BINARY` to run as the daemon (default: the qd next to qdbench, then qd in PATH)")
 	return fs
 }
@@ -112,6 +115,9 @@ func Run(ctx context.Context, args []string, env *Env) error {
 		}
 	}
 	c.only = only
+	if c.Children < 0 {
+		return usageErrorf("--children %d: want a positive number of children", c.Children)
+	}
 	qd, err := findQD(c.QD, env.Executable)
 	if err != nil {
 		return err
@@ -131,7 +137,7 @@ func (c *Command) run(ctx context.Context, env *Env, qd string) error {
 	url := c.DatabaseURL
 	logger := hclog.New(&hclog.LoggerOptions{Output: env.Stderr, Level: hclog.Info})
 	logger.Info("daemon binary", "path", qd)
-	r, runErr := bench.Run(ctx, bench.Options{DatabaseURL: url, Size: c.Size, Duration: c.Duration, Logger: logger, QD: qd, River: c.River, Only: c.only})
+	r, runErr := bench.Run(ctx, bench.Options{DatabaseURL: url, Size: c.Size, Duration: c.Duration, Logger: logger, QD: qd, River: c.River, Only: c.only, Children: c.Children})
 	if r == nil {
 		return runErr
 	}

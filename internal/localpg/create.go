@@ -72,9 +72,20 @@ func writeConf(data, sockDir string, o owner) error {
 		fmt.Sprintf("port = %d\n", port) +
 		"unix_socket_directories = '" + strings.ReplaceAll(sockDir, "'", "''") + "'\n" +
 		"unix_socket_permissions = 0700\n" +
-		"fsync = on\n"
+		"fsync = on\n" + idleConf
 	return writeOwned(filepath.Join(data, "qd.conf"), text, o)
 }
+
+// idleConf keeps an idle server asleep, for a laptop's battery: the
+// background writer and the WAL writer wake at most every 10 s (commits
+// still flush their own WAL), a checkpoint is due every 15 min at most,
+// the autovacuum launcher looks every 5 min, and no logical replication
+// launcher runs. docs/database.md says why each is safe.
+const idleConf = "bgwriter_delay = 10s\n" +
+	"wal_writer_delay = 10s\n" +
+	"checkpoint_timeout = 15min\n" +
+	"autovacuum_naptime = 5min\n" +
+	"max_logical_replication_workers = 0\n"
 
 // createDatabase creates database qd with the server in single-user mode,
 // before any client could see the cluster.

@@ -1,9 +1,13 @@
 package localpg
 
 import (
+	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // Running returns the URL of database qd when the server answers on its
@@ -40,4 +44,53 @@ func (c *Cluster) Died() bool {
 	}
 	_, err = os.Stat(filepath.Join(pf.socketDir, ".s.PGSQL."+strconv.Itoa(pf.port)))
 	return err != nil
+}
+
+// pollEvery is how often Await looks at a server it cannot wait on: one
+// starting or stopping, or where the platform offers no way to wait for a
+// process's exit.
+const pollEvery = 250 * time.Millisecond
+
+// Await returns when the server may have died, ctx ends or d has passed,
+// whichever comes first; then Died tells. On Linux it waits on the exit
+// of the postmaster of a ready server (a pidfd) and wakes nothing while it
+// runs, so that a daemon watching an idle server costs nothing; a socket
+// file removed under a live server is seen only when d has passed. With no
+// server it sleeps d; with one starting or stopping, or no pidfd, it
+// returns within pollEvery.
+func (c *Cluster) Await(ctx context.Context, d time.Duration) {
+	pf, err := readPIDFile(c.dataDir())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		sleepCtx(ctx, d)
+		return
+	case err != nil || pf.status != "ready":
+		sleepCtx(ctx, min(d, pollEvery))
+		return
+	}
+	w, ok := openExit(pf.pid)
+	if !ok {
+		sleepCtx(ctx, min(d, pollEvery))
+		return
+	}
+	// The pidfd names the process that had the pid when it was opened:
+	// if that is no longer this cluster's postmaster, it died already.
+	if pf.stale(c.dataDir()) {
+		w.close()
+		return
+	}
+	w.wait(ctx, d)
+}
+
+// sleepCtx sleeps d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

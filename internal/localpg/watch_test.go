@@ -93,3 +93,52 @@ func TestCluster_NoServiceNotify(t *testing.T) {
 		t.Errorf("the server sent %q to the service manager's socket", buf[:n])
 	}
 }
+
+// Ensure Await sleeps while the server runs and returns soon after the
+// postmaster is killed, so that a daemon can start it again at once
+// without looking every few hundred milliseconds.
+func TestCluster_Await(t *testing.T) {
+	t.Parallel()
+	c := MustCluster(t, MustDir(t), Options{})
+	t0 := time.Now()
+	c.Await(context.Background(), 100*time.Millisecond)
+	if took := time.Since(t0); took < 90*time.Millisecond {
+		t.Errorf("Await with no server returned after %s, want the 100ms given", took)
+	}
+	MustStart(t, c)
+	pid := MustPID(t, c)
+	returned := make(chan time.Time, 1)
+	go func() {
+		c.Await(context.Background(), time.Minute)
+		returned <- time.Now()
+	}()
+	select {
+	case <-returned:
+		t.Fatal("Await returned while the server ran")
+	case <-time.After(500 * time.Millisecond):
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-returned:
+		if at.Sub(killed) > time.Second {
+			t.Errorf("Await returned %s after the kill", at.Sub(killed))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Await did not return within 5s of the postmaster's death")
+	}
+	waitGone(t, pid)
+	if !c.Died() {
+		t.Error("Died is false after the kill")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	MustStart(t, c)
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	t0 = time.Now()
+	c.Await(ctx, time.Minute)
+	if took := time.Since(t0); took > 2*time.Second {
+		t.Errorf("Await returned %s after its context ended", took)
+	}
+}

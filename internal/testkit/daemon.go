@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +51,9 @@ type DaemonOptions struct {
 	// as root): its directory and config file are given to the user, and
 	// bin must be a program the user may run.
 	Credential *syscall.Credential
+	// Prefix, when set, runs the daemon through a program that execs it
+	// (prlimit --nofile=256 --): the daemon keeps the process id.
+	Prefix []string
 }
 
 // StartDaemon writes a config made of the name, socket and state directory
@@ -77,7 +81,8 @@ func StartDaemon(tb testing.TB, bin, dbURL, name, body string, opt DaemonOptions
 		}
 	}
 	d.WriteConfig(tb, body)
-	d.Cmd = exec.Command(bin, "run", "--config", d.Config)
+	args := append(append(slices.Clip(opt.Prefix), bin), "run", "--config", d.Config)
+	d.Cmd = exec.Command(args[0], args[1:]...)
 	if c := d.cred; c != nil {
 		d.Cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -225,6 +226,11 @@ type ClaimParams struct {
 	// outcome is unknown (see Provider.ClaimMany). Empty: the provider
 	// makes one for each call. At most MaxTokenBytes printable ASCII.
 	Token string
+	// Limits are the rate limits each run of the claim takes one unit
+	// of, in the claim's transaction. A claim held back by one of them
+	// claims nothing and returns a *HeldError; ErrNotFound for a limit
+	// that does not exist.
+	Limits []string
 }
 
 // MaxTokenBytes caps ClaimParams.Token.
@@ -445,6 +451,16 @@ type Provider interface {
 	// PeriodicLast returns the last recorded tick of name (zero if none).
 	PeriodicLast(ctx context.Context, name string) (time.Time, error)
 
+	// SetLimit creates or changes a rate limit, at once for every
+	// claimer. ErrInvalid for a bad name, rate or burst.
+	SetLimit(ctx context.Context, u LimitUpdate) (Limit, error)
+	// Limits lists every rate limit with its units now, by name.
+	Limits(ctx context.Context) ([]Limit, error)
+	// Spend takes units from limit name after the fact (a run's tokens,
+	// say): the limit may go into debt, which holds later claims back
+	// until it is paid. ErrNotFound for an unknown limit.
+	Spend(ctx context.Context, name string, units int64) (Limit, error)
+
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
 	Close()
@@ -523,6 +539,14 @@ func ValidateClaim(p *ClaimParams) error {
 	}
 	if p.Owner == "" {
 		return fmt.Errorf("%w: claim needs an owner", ErrInvalid)
+	}
+	for _, l := range p.Limits {
+		if !ValidName(l) {
+			return fmt.Errorf("%w: limit %q does not match %s", ErrInvalid, l, LanePattern)
+		}
+	}
+	if len(p.Limits) > 1 {
+		p.Limits = slices.Compact(slices.Sorted(slices.Values(p.Limits)))
 	}
 	if len(p.Token) > MaxTokenBytes {
 		return fmt.Errorf("%w: claim token is %d bytes, more than %d", ErrInvalid, len(p.Token), MaxTokenBytes)

@@ -83,6 +83,8 @@ var cases = []testCase{
 	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
 	{"Chain/LateCompletion", testChainLateCompletion},
 	{"Chain/Prune", testChainPrune},
+	{"Limit/RateUnderRace", testLimitRateUnderRace},
+	{"Limit/HoldAndSpend", testLimitHoldAndSpend},
 }
 
 // Short leases that expire during a test, and long ones that must not.

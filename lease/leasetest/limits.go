@@ -1,0 +1,166 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/lease"
+)
+
+func mustSetLimit(tb testing.TB, p lease.Provider, name string, rate int, per time.Duration, burst int) lease.Limit {
+	tb.Helper()
+	l, err := p.SetLimit(context.Background(), lease.LimitUpdate{Name: name, Rate: rate, Per: per, Burst: &burst})
+	if err != nil {
+		tb.Fatalf("set limit %s: %v", name, err)
+	}
+	return l
+}
+
+func mustLimit(tb testing.TB, p lease.Provider, name string) lease.Limit {
+	tb.Helper()
+	ls, err := p.Limits(context.Background())
+	if err != nil {
+		tb.Fatalf("list limits: %v", err)
+	}
+	for _, l := range ls {
+		if l.Name == name {
+			return l
+		}
+	}
+	tb.Fatalf("limit %s is not listed in %+v", name, ls)
+	return lease.Limit{}
+}
+
+// Ensure no window of a limit's period holds more than rate + burst
+// claimed runs (one more for a closed window: the unit GCRA's boundary
+// admits), however many claimers race, and that they get that many.
+func testLimitRateUnderRace(t *testing.T, p lease.Provider) {
+	const rate, burst, per = 20, 3, time.Second
+	mustSetLane(t, p, "lim", 1000)
+	for range 200 {
+		mustEnqueue(t, p, task("lim", "spender"))
+	}
+	mustSetLimit(t, p, "api", rate, per, burst)
+	f := &failures{t: t}
+	var mu sync.Mutex
+	var runs []int64
+	var held int
+	until := time.Now().Add(1500 * time.Millisecond)
+	race(12, func(int) {
+		cp := claimIn("lim")
+		cp.Limits = []string{"api"}
+		for time.Now().Before(until) {
+			ls, err := p.ClaimMany(context.Background(), cp, 2)
+			var h *lease.HeldError
+			switch {
+			case errors.As(err, &h):
+				if !errors.Is(err, lease.ErrNoWork) || h.Limit != "api" || h.In < 0 || h.In > per {
+					f.errorf("held claim: %v (%+v), want a wait of at most %s on api that is ErrNoWork", err, h, per)
+				}
+				mu.Lock()
+				held++
+				mu.Unlock()
+				pause(h.In)
+				continue
+			case err != nil:
+				f.errorf("claim: %v", err)
+				return
+			}
+			mu.Lock()
+			for _, l := range ls {
+				runs = append(runs, l.RunID)
+			}
+			mu.Unlock()
+		}
+	})
+	var starts []time.Time
+	for _, id := range runs {
+		starts = append(starts, MustRun(t, p, id).StartedAt)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	worst := 0
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && !starts[j].After(starts[i].Add(per)); j++ {
+			n++
+		}
+		worst = max(worst, n)
+	}
+	if worst > rate+burst+1 {
+		t.Errorf("a window of %s held %d starts, more than rate %d + burst %d + the boundary's 1", per, worst, rate, burst)
+	}
+	// 1.5 s of a 20/s limit with a burst of 3: 1 + 3 at once, then one per
+	// 50 ms; allow for claimers that slept past a unit's time.
+	if len(starts) < 24 {
+		t.Errorf("%d runs started in 1.5 s under a limit of %d/s and burst %d, want at least 24", len(starts), rate, burst)
+	}
+	if held == 0 {
+		t.Errorf("no claim was held back by the limit")
+	}
+	t.Logf("%d starts, worst window %d, %d held claims", len(starts), worst, held)
+}
+
+// Ensure a held claim changes no task and says when the next unit is
+// due, a limit that does not exist is not found, a claim's token asked
+// again takes no second unit, and spent units hold later claims back.
+func testLimitHoldAndSpend(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	mustSetLimit(t, p, "slow", 10, time.Minute, 0) // one unit per 6 s
+	if l := mustLimit(t, p, "slow"); l.Available != 1 || !l.NextUnitAt.IsZero() {
+		t.Errorf("a new limit with burst 0 has %d units, next at %v; want 1 and none", l.Available, l.NextUnitAt)
+	}
+	a := mustEnqueue(t, p, task("slow-lane", "spender"))
+	b := mustEnqueue(t, p, task("slow-lane", "spender"))
+	cp := claimIn()
+	cp.Limits = []string{"slow"}
+	cp.Token = "limit-token-1"
+	first := MustClaim(t, p, cp)
+	again, err := p.ClaimMany(ctx, cp, 1)
+	if err != nil || len(again) != 1 || again[0].RunID != first.RunID {
+		t.Errorf("claim asked again with its token: %v, %v; want run %d again", again, err, first.RunID)
+	}
+	cp.Token = ""
+	_, err = p.Claim(ctx, cp)
+	var h *lease.HeldError
+	if !errors.As(err, &h) || !errors.Is(err, lease.ErrNoWork) {
+		t.Fatalf("second claim through a spent limit: %v, want a HeldError", err)
+	}
+	if h.In < 5*time.Second || h.In > 6*time.Second {
+		t.Errorf("held for %s, want about 6 s (one unit of 10/1m)", h.In)
+	}
+	left := b
+	if first.TaskID == b {
+		left = a
+	}
+	if tk := MustTask(t, p, left); tk.State != lease.TaskQueued || tk.Attempts != 0 {
+		t.Errorf("task %d after a held claim: %s with %d attempts, want queued with 0", left, tk.State, tk.Attempts)
+	}
+	l, err := p.Spend(ctx, "slow", 5)
+	if err != nil {
+		t.Fatalf("spend: %v", err)
+	}
+	if l.Available != -5 || l.NextUnitAt.IsZero() {
+		t.Errorf("after spending 5 of an empty limit: %d units, next at %v; want -5 and a time", l.Available, l.NextUnitAt)
+	}
+	if _, err := p.Claim(ctx, cp); !errors.As(err, &h) || h.In < 35*time.Second {
+		t.Errorf("claim of a limit 5 units in debt: %v, want held for at least 35 s", err)
+	}
+	if _, err := p.Spend(ctx, "nosuch", 1); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("spend on an unknown limit: %v, want ErrNotFound", err)
+	}
+	if _, err := p.Spend(ctx, "slow", 0); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("spend of 0 units: %v, want ErrInvalid", err)
+	}
+	cp.Limits = []string{"nosuch"}
+	if _, err := p.Claim(ctx, cp); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("claim through an unknown limit: %v, want ErrNotFound", err)
+	}
+	burst := 2
+	if _, err := p.SetLimit(ctx, lease.LimitUpdate{Name: "slow", Rate: 0, Per: time.Minute, Burst: &burst}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("set limit with rate 0: %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,62 @@
+-- claim_limited is claim for a claim that names rate limits: each run it
+-- makes takes one unit of each of p_limits, in the claim's transaction.
+-- It locks the limits' rows (in name order, so that two claimers never
+-- wait on each other crosswise), which queues every claimer of a limit
+-- behind the one in flight; counts the units each has now (limit_units);
+-- claims at most as many tasks as the scarcest has, through claim; and
+-- moves each limit's theoretical arrival time on by one emission per run
+-- made (GCRA: tat = greatest(tat, now) + runs × emission).
+--
+-- When a limit has no unit, it claims nothing and returns one row whose
+-- task columns are NULL and whose held_by, held_until and held_for name
+-- the limit and when its next unit is due (tat - burst × emission), so
+-- that the claimer can sleep until then. A token that already made runs
+-- is a retry: claim returns those runs and no unit is taken again (the
+-- first call took them, in its transaction). A limit that does not exist
+-- is an error, no_data_found.
+CREATE OR REPLACE FUNCTION {{schema}}.claim_limited(
+    p_limits text[], p_lanes text[], p_agent text, p_owner text, p_instance text, p_lease interval, p_n int,
+    p_token text)
+RETURNS TABLE (task_id bigint, run_id bigint, lane text, agent text, attempt int,
+               max_attempts int, priority int, payload text, lease_expires_at timestamptz,
+               run_after timestamptz, held_by text, held_until timestamptz, held_for interval)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    v_missing text;
+    v_now     timestamptz;
+    v_got     int;
+    v_scarce  record;
+BEGIN
+    PERFORM FROM {{schema}}.limits l WHERE l.name = ANY (p_limits) ORDER BY l.name FOR UPDATE;
+    SELECT x.name INTO v_missing FROM unnest(p_limits) x(name)
+    WHERE NOT EXISTS (SELECT FROM {{schema}}.limits l WHERE l.name = x.name) LIMIT 1;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'limit "%" is not declared: add a limit block to a daemon''s config, or run qd limit set', v_missing
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    IF p_token IS NOT NULL AND EXISTS (SELECT FROM {{schema}}.runs r WHERE r.claim_token = p_token) THEN
+        RETURN QUERY SELECT c.*, NULL::text, NULL::timestamptz, NULL::interval
+        FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, p_n, p_token) c;
+        RETURN;
+    END IF;
+    -- A new statement after the locks: it sees every claim it waited for.
+    v_now := clock_timestamp();
+    SELECT l.name, {{schema}}.limit_units(l.tat, v_now, l.emission, l.burst) AS units,
+           l.tat - l.burst * l.emission AS due
+    INTO v_scarce
+    FROM {{schema}}.limits l WHERE l.name = ANY (p_limits)
+    ORDER BY 2, 1 LIMIT 1;
+    IF v_scarce.units < 1 THEN
+        task_id := NULL; held_by := v_scarce.name; held_until := v_scarce.due; held_for := v_scarce.due - v_now;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT c.*, NULL::text, NULL::timestamptz, NULL::interval
+    FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, least(p_n, v_scarce.units), p_token) c;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    IF v_got > 0 THEN
+        UPDATE {{schema}}.limits l SET tat = greatest(l.tat, v_now) + v_got * l.emission
+        WHERE l.name = ANY (p_limits);
+    END IF;
+END $$;

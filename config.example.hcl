@@ -174,6 +174,13 @@ agent "hello" {
   # `qd enqueue` sets its own. Default: 3.
   max_attempts = 3
 
+  # Rate limits (limit blocks below) each run takes one unit of at its
+  # claim, in the claim's transaction: across every daemon and `qd claim`
+  # script, no window of a limit's period starts more runs than its rate
+  # plus burst (docs/limits.md). A run spends more with `qd spend NAME N`.
+  # Default: none.
+  # limits = ["llm-api"]
+
   # Bounds on each run's cgroup: memory (bytes, or with K, M, G or T,
   # powers of 1024; memory.max) and CPUs (cpu.max; 0.5 is half of one).
   # Only where qd gives runs cgroups and the controller is enabled for
@@ -289,6 +296,19 @@ lane "default" {
   # Default: leave as it is.
   # paused = false
 }
+
+# A rate limit shared by every daemon and `qd claim --limit` script of the
+# queue (docs/limits.md), written to the queue at start and on every reload,
+# as lane blocks are; `qd limit set` changes it live. Agents name it in
+# their limits.
+# limit "llm-api" {
+#   # At most this many units in any window of the period: UNITS/PERIOD.
+#   rate = "60/1m"
+#
+#   # Units that may be taken beyond the steady rate, at once after a quiet
+#   # spell. Default: 0.
+#   burst = 10
+# }
 
 # The web dashboard (docs/ui.md), served by the daemon itself; `qd ui` serves
 # the same pages as a command of its own. No block: no dashboard. Changes

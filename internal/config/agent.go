@@ -26,7 +26,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
 		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
-		{Name: "output"},
+		{Name: "output"}, {Name: "limits"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
@@ -82,6 +82,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	d.timing(attrs, ctx, &a)
 	d.execSize(attrs, ctx, a)
 	d.limits(attrs, ctx, &a)
+	d.agentLimits(attrs, ctx, &a, d.declared)
 	base := d.dir
 	if a.Dir != "" {
 		base = a.Dir

@@ -72,6 +72,7 @@ type Config struct {
 	Agents        []Agent       // sorted by name
 	Periodics     []Periodic    // sorted by name
 	Lanes         []Lane        // sorted by name
+	RateLimits    []RateLimit   // the limit blocks, sorted by name
 	Notify        Notify        // the default of the agents' notifications
 	NotifyRetry   NotifyRetry   // how hard notifications are tried
 	UI            *UI           // the ui block; nil when there is none
@@ -104,6 +105,9 @@ type Agent struct {
 	// no bound.
 	MemoryMax int64
 	CPUMax    float64
+	// Limits are the rate limits each of its runs takes a unit of at its
+	// claim (limit blocks of the file).
+	Limits    []string
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
 

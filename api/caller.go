@@ -117,6 +117,15 @@ func ownRunTo(what string) rule {
 	}
 }
 
+// inRun lets runs alone through: what a run reports of its own work
+// (units it spent) means nothing from outside one.
+func inRun(_ *Server, c Caller, _ *http.Request) error {
+	if c.Operator() {
+		return refusef("only a run may report what it spent: this is for agents, from inside a run (QD_SOCKET and QD_RUN_TOKEN set)")
+	}
+	return nil
+}
+
 // ownTasks lets a run cancel its own task and the tasks it enqueued
 // (parent_run is the run), no other.
 func ownTasks(s *Server, c Caller, r *http.Request) error {

@@ -89,6 +89,21 @@ func (c Client) Wake(ctx context.Context, agent string) error {
 	return fmt.Errorf("wake agent %s: %w", agent, err)
 }
 
+// Spend takes units of limit name for the run whose token c carries (or
+// whose process sends it). The error matches ErrUnknownLimit, ErrRefused
+// outside a run, or ErrBadRequest.
+func (c Client) Spend(ctx context.Context, name string, units int64) (Limit, error) {
+	body, err := json.Marshal(SpendRequest{Units: units})
+	if err != nil {
+		return Limit{}, err
+	}
+	var out Limit
+	if err := c.send(ctx, http.MethodPost, SpendPath(name), body, &out); err != nil {
+		return Limit{}, fmt.Errorf("spend %d units of limit %s: %w", units, name, err)
+	}
+	return out, nil
+}
+
 // Enqueue adds a task to the daemon's own queue. The error matches
 // ErrBadRequest when the daemon refused the task as invalid.
 func (c Client) Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error) {
@@ -194,6 +209,8 @@ func (c Client) answer(resp *http.Response, path string, out any) error {
 		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownTask}
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
 		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/limits/"):
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownLimit}
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/agents/"):
 		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownAgent}
 	case resp.StatusCode == http.StatusBadRequest:

@@ -262,6 +262,30 @@ func AgentPauseOf(a lease.AgentPause) AgentPause {
 	return AgentPause{Agent: a.Agent, PausedAt: a.At, SetBy: a.SetBy}
 }
 
+// Limit is a rate limit (docs/limits.md): its rate as written
+// ("60/1m"), its burst, the units it has now (negative when runs spent
+// more than it had) and when the next is due (null when it is full), who
+// set it last and the agents that use it.
+type Limit struct {
+	Name       string     `json:"name"`
+	Rate       string     `json:"rate"`
+	Burst      int        `json:"burst"`
+	Available  int        `json:"available"`
+	NextUnitAt *time.Time `json:"next_unit_at"`
+	Agents     []string   `json:"agents"`
+	SetBy      string     `json:"set_by"`
+}
+
+// LimitOf is l on the wire.
+func LimitOf(l lease.Limit) Limit {
+	agents := l.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return Limit{Name: l.Name, Rate: lease.FormatRate(l.Rate, l.Per), Burst: l.Burst, Available: l.Available,
+		NextUnitAt: When(l.NextUnitAt), Agents: agents, SetBy: l.SetBy}
+}
+
 // Lease is what a claim hands out (`qd claim`): the run, its task's
 // payload as enqueued, and when the lease ends unless renewed.
 type Lease struct {

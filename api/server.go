@@ -47,6 +47,10 @@ type Daemon interface {
 	// task is invalid, ErrRefused when a run makes it wait for a task
 	// that is neither its own nor one it enqueued.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
+	// Spend takes units of limit name for the caller's run (CallerOf); an
+	// error matching ErrUnknownLimit when there is no such limit, and
+	// ErrBadRequest for units out of range.
+	Spend(ctx context.Context, name string, units int64) (Limit, error)
 	// Metrics is the handler of GET /v1/metrics, the Prometheus
 	// exposition; nil answers 404.
 	Metrics() http.Handler
@@ -230,6 +234,7 @@ func (s *Server) routes() []route {
 		{"POST " + cancelPattern, s.handleCancel, 0, ownTasks},
 		{"POST " + wakePattern, s.handleWake, 0, anyone},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
+		{"POST " + spendPattern, s.handleSpend, 0, inRun},
 		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
 		{"POST " + resultPattern, s.handleResult, maxResultBytes, ownRunTo("store a result")},
 		{"GET " + parentsPattern, s.handleParents, 0, ownRunTo("read the results of the tasks it waited for")},
@@ -323,6 +328,22 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, res)
 }
 
+func (s *Server) handleSpend(w http.ResponseWriter, r *http.Request) {
+	var req SpendRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the spend: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	l, err := s.d.Spend(r.Context(), r.PathValue("name"), req.Units)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeJSON(w, r, l)
+}
+
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	h := s.d.Metrics()
 	if h == nil {
@@ -352,7 +373,8 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusForbidden
 	case errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
-	case errors.Is(err, ErrUnknownRun), errors.Is(err, ErrUnknownAgent), errors.Is(err, ErrUnknownTask):
+	case errors.Is(err, ErrUnknownRun), errors.Is(err, ErrUnknownAgent), errors.Is(err, ErrUnknownTask),
+		errors.Is(err, ErrUnknownLimit):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrConflict):
 		code = http.StatusConflict

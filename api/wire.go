@@ -25,6 +25,9 @@ const (
 	// TasksPath takes POST with an EnqueueRequest: add a task to the
 	// daemon's queue; answers an Enqueued.
 	TasksPath = "/v1/tasks"
+	// spendPattern takes POST with a SpendRequest: take units of limit
+	// {name} after the fact; answers the Limit (see SpendPath).
+	spendPattern = "/v1/limits/{name}/spend"
 	// MetricsPath answers GET with the daemon's Prometheus metrics in the
 	// text format (docs/metrics.md).
 	MetricsPath = "/v1/metrics"
@@ -112,6 +115,19 @@ func CancelPath(taskID int64) string {
 
 // WakePath is the path that wakes agent.
 func WakePath(agent string) string { return "/v1/agents/" + url.PathEscape(agent) + "/wake" }
+
+// SpendPath is the path a run posts a SpendRequest to for limit name.
+func SpendPath(name string) string { return "/v1/limits/" + url.PathEscape(name) + "/spend" }
+
+// SpendRequest is what a run spent of a limit after its claim's unit: the
+// tokens of a language model's answer, say.
+type SpendRequest struct {
+	Units int64 `json:"units"`
+}
+
+// ErrUnknownLimit: no limit of the name in a spend. The server answers
+// 404; the client's error matches it again.
+var ErrUnknownLimit = errors.New("no such limit")
 
 // ErrUnknownAgent: the daemon runs no agent of the name in a wake. The
 // server answers 404 with the agents it runs; the client's error matches

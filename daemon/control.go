@@ -172,3 +172,22 @@ func (d *daemon) mayWaitFor(ctx context.Context, after []int64) error {
 	}
 	return nil
 }
+
+// Spend is POST /v1/limits/{name}/spend: the caller's run spent units of
+// a limit after its claim's unit (tokens, say), taken from the limit at
+// once for every daemon.
+func (d *daemon) Spend(ctx context.Context, name string, units int64) (api.Limit, error) {
+	if err := lease.CheckSpend(name, units); err != nil {
+		return api.Limit{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	l, err := d.queue.Spend(ctx, name, units)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return api.Limit{}, fmt.Errorf("%w: limit %q is not declared: no limit block or `qd limit set` made it", api.ErrUnknownLimit, name)
+	case err != nil:
+		return api.Limit{}, err
+	}
+	d.logger.Debug("spend through the socket", append([]any{"limit", name, "units", units, "available", l.Available},
+		peer(ctx)...)...)
+	return api.LimitOf(l), nil
+}

@@ -1,0 +1,132 @@
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qd-run/qd/internal/testkit"
+)
+
+// Ensure five daemons and three `qd claim --limit` scripts sharing one
+// rate limit (10/1s, burst 0) never start more than 10 runs in any second
+// (11 in a closed second: the unit GCRA's boundary admits), by the claim's
+// record of each start and by the children's own, through a kill -9 of a
+// daemon and a database that refuses two daemons for a few seconds.
+func TestLimits_ManyClaimers(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const rate = 10
+	run := 15 * time.Second
+	if *soak {
+		run = 40 * time.Second
+	}
+	r.exec(fmt.Sprintf(`INSERT INTO %s.lanes (name, max_running) VALUES ('lim', 1000)`, r.schema))
+	for range 40 * int(run/time.Second) {
+		r.enqueue("lim", "w", `{"mode":"sleep","ms":50}`, 3)
+	}
+	px := newProxy(t, "127.0.0.1:5432")
+	body := "limit \"api\" {\n  rate = \"10/1s\"\n  burst = 0\n}\n" +
+		r.agentHCL(agentConf{name: "w", parallel: 4, lanes: []string{"lim"}, extra: `  limits = ["api"]`})
+	var daemons []*testkit.Daemon
+	for i := range 5 {
+		var via []string
+		if i >= 3 {
+			via = []string{r.viaURL(px.Addr())}
+		}
+		daemons = append(daemons, r.daemon(fmt.Sprintf("lim-%d", i), body, testkit.DaemonOptions{}, via...))
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var scripted sync.Map
+	for s := range 3 {
+		wg.Go(func() {
+			for time.Since(start) < run {
+				out, _, code := testkit.QDWithin(t, 30*time.Second, r.qd, r.url, "claim", "--lane", "lim", "--limit", "api",
+					"--wait", "2", "--owner", fmt.Sprintf("script-%d", s))
+				if code != 0 {
+					continue
+				}
+				var id int64
+				if _, err := fmt.Sscanf(out[strings.Index(out, `"run_id":`)+len(`"run_id":`):], "%d", &id); err == nil {
+					scripted.Store(id, true)
+					testkit.QD(t, r.qd, r.url, "complete", fmt.Sprint(id))
+				}
+			}
+		})
+	}
+	time.Sleep(run / 3)
+	daemons[0].Kill()
+	fig.fault("kill-9", 1)
+	time.Sleep(run / 6)
+	px.Refuse()
+	fig.fault("pg-refuse", 1)
+	time.Sleep(3 * time.Second)
+	px.Restore()
+	for time.Since(start) < run {
+		time.Sleep(100 * time.Millisecond)
+	}
+	wg.Wait()
+	for _, d := range daemons[1:] {
+		d.Signal(15)
+	}
+	for _, d := range daemons[1:] {
+		d.Wait(t, 20*time.Second)
+	}
+	claimed := r.starts(`SELECT started_at FROM {s}.runs WHERE lane = 'lim' ORDER BY started_at`)
+	children := r.starts(`SELECT at FROM {s}.audit WHERE event = 'start' ORDER BY at`)
+	n, worst, at := worstWindow(claimed, time.Second)
+	cn, cworst, _ := worstWindow(children, time.Second)
+	nScripted := 0
+	scripted.Range(func(any, any) bool { nScripted++; return true })
+	t.Logf("%d starts in %s (%d by scripts), worst second %d at %s; children's record: %d starts, worst second %d",
+		n, run, nScripted, worst, at.Format("15:04:05.000"), cn, cworst)
+	fig.add(func(f *figures) {
+		f.limits = append(f.limits, fmt.Sprintf("10/1s over 5 daemons and 3 scripts, %s: %d starts (%d by scripts), worst 1 s window %d (claims) and %d (children)",
+			run, n, nScripted, worst, cworst))
+	})
+	if worst > rate+1 {
+		t.Errorf("a second held %d starts by the claims' record, more than the rate %d and the boundary's 1", worst, rate)
+	}
+	// A child reports its start after it was spawned, which takes a
+	// varying time on a loaded host, so its record may bunch a little.
+	if cworst > rate+3 {
+		t.Errorf("a second held %d starts by the children's record, more than the rate %d with slack 3", cworst, rate)
+	}
+	// Most of the run's seconds, minus the refusal and the daemons' start.
+	if min := rate * int(run/time.Second) / 2; n < min {
+		t.Errorf("only %d runs started in %s under a limit of %d/s, want at least %d", n, run, rate, min)
+	}
+	if nScripted == 0 {
+		t.Errorf("no `qd claim --limit` script claimed anything")
+	}
+}
+
+// starts reads the times one query lists.
+func (r *rig) starts(sql string) []time.Time {
+	r.t.Helper()
+	var out []time.Time
+	var at time.Time
+	r.eachRow(sql, func() { out = append(out, at) }, &at)
+	return out
+}
+
+// worstWindow returns how many times ts holds, the most of them in a
+// closed window of length w, and where that window starts.
+func worstWindow(ts []time.Time, w time.Duration) (n, worst int, at time.Time) {
+	ts = append([]time.Time(nil), ts...)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	j := 0
+	for i := range ts {
+		for j < len(ts) && !ts[j].After(ts[i].Add(w)) {
+			j++
+		}
+		if j-i > worst {
+			worst, at = j-i, ts[i]
+		}
+	}
+	return len(ts), worst, at
+}

@@ -137,6 +137,9 @@ type Task struct {
 	// Result is the result of the run that completed the task, nil when
 	// none stored one. Filled by Task; listings leave it nil.
 	Result json.RawMessage
+	// Deferrals counts the runs of the task that deferred it (try later
+	// without losing an attempt: Settlement.Deferred).
+	Deferrals int
 }
 
 // Run is one attempt at a task.
@@ -166,6 +169,9 @@ type Run struct {
 	CPUTime         *time.Duration
 	MemoryPeak      *int64
 	CancelRequested bool
+	// Deferred says the run deferred its task: abandoned with its attempt
+	// refunded, its task queued again for later (Settlement.Deferred).
+	Deferred bool
 	// Computed by the provider from its clock at read time, for live runs.
 	SilentSeconds float64
 	LeaseLeft     time.Duration
@@ -289,6 +295,30 @@ type Settlement struct {
 	// Result is what the run found, JSON (CheckResult), kept with a
 	// completion and ignored with any other outcome.
 	Result json.RawMessage
+	// Deferred defers the task (the child was told "try later"): with
+	// Outcome RunAbandoned, Refund and RetryIn, the run is marked
+	// deferred and the task's deferrals counted, unless the task has
+	// MaxDeferrals already; then the run fails instead, as a failed exit
+	// would (backoff, and the attempt counted).
+	Deferred     bool
+	MaxDeferrals int
+}
+
+// DefaultMaxDeferrals caps the deferrals of a task when the agent sets no
+// max_deferrals.
+const DefaultMaxDeferrals = 100
+
+// Deferral is the settlement of run l deferred for d: abandoned, its
+// attempt refunded, its task queued again after d, at most max times.
+func Deferral(l *Lease, d time.Duration, max int, summary string) Settlement {
+	return Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: RunAbandoned, Refund: true, RetryIn: d,
+		Deferred: true, MaxDeferrals: max, Summary: summary}
+}
+
+// DeferralCapped is the summary a capped deferral's failed run ends
+// with, after its own.
+func DeferralCapped(max int) string {
+	return fmt.Sprintf("; deferred %d times already, the most max_deferrals allows: failed instead", max)
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.
@@ -577,6 +607,9 @@ func ValidateSettlement(s Settlement) error {
 	}
 	if s.RetryIn < 0 {
 		return fmt.Errorf("%w: run %d: retry delay %s is negative", ErrInvalid, s.RunID, s.RetryIn)
+	}
+	if s.Deferred && (s.Outcome != RunAbandoned || !s.Refund || s.MaxDeferrals < 1) {
+		return fmt.Errorf("%w: run %d: a deferral is abandoned with its attempt refunded and a max_deferrals from 1", ErrInvalid, s.RunID)
 	}
 	if s.Event != "" && (s.Event == EventFailed || !ValidEvent(s.Event)) {
 		return fmt.Errorf("%w: run %d: event %q is not one a settlement records", ErrInvalid, s.RunID, s.Event)

@@ -85,6 +85,7 @@ var cases = []testCase{
 	{"Chain/Prune", testChainPrune},
 	{"Limit/RateUnderRace", testLimitRateUnderRace},
 	{"Limit/HoldAndSpend", testLimitHoldAndSpend},
+	{"Settle/Deferral", testSettleDeferral},
 }
 
 // Short leases that expire during a test, and long ones that must not.

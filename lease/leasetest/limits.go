@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +163,39 @@ func testLimitHoldAndSpend(t *testing.T, p lease.Provider) {
 	burst := 2
 	if _, err := p.SetLimit(ctx, lease.LimitUpdate{Name: "slow", Rate: 0, Per: time.Minute, Burst: &burst}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("set limit with rate 0: %v, want ErrInvalid", err)
+	}
+}
+
+// Ensure a deferral gives the attempt back and queues the task again after
+// its delay, marks the run and counts the deferral, and that past
+// MaxDeferrals the run fails instead, its attempt counted.
+func testSettleDeferral(t *testing.T, p lease.Provider) {
+	id := mustEnqueue(t, p, lease.EnqueueParams{Lane: "defer", Agent: "a", MaxAttempts: 2})
+	cp := claimIn("defer")
+	for n := 1; n <= 2; n++ {
+		l := MustClaim(t, p, cp)
+		if l.Attempt != 1 {
+			t.Fatalf("claim after %d deferrals: attempt %d, want 1 (deferrals refund theirs)", n-1, l.Attempt)
+		}
+		mustSettle(t, p, lease.Deferral(l, 300*time.Millisecond, 2, "deferred for 300ms"))
+		tk := MustTask(t, p, id)
+		if tk.State != lease.TaskQueued || tk.Attempts != 0 || tk.Deferrals != n {
+			t.Errorf("task after deferral %d: %s, %d attempts, %d deferrals; want queued, 0, %d", n, tk.State, tk.Attempts, tk.Deferrals, n)
+		}
+		if r := MustRun(t, p, l.RunID); r.State != lease.RunAbandoned || !r.Deferred {
+			t.Errorf("deferred run: %s, deferred %v; want abandoned and deferred", r.State, r.Deferred)
+		}
+		mustNoWork(t, p, cp)
+		time.Sleep(400 * time.Millisecond)
+	}
+	l := MustClaim(t, p, cp)
+	mustSettle(t, p, lease.Deferral(l, time.Millisecond, 2, "deferred again"))
+	r := MustRun(t, p, l.RunID)
+	tk := MustTask(t, p, id)
+	if r.State != lease.RunFailed || r.Deferred || !strings.Contains(r.Summary, "max_deferrals") {
+		t.Errorf("deferral past the cap: run %s, deferred %v, summary %q; want failed, not deferred, naming max_deferrals", r.State, r.Deferred, r.Summary)
+	}
+	if tk.Attempts != 1 || tk.Deferrals != 2 || tk.State != lease.TaskQueued {
+		t.Errorf("task after a capped deferral: %s, %d attempts, %d deferrals; want queued, 1, 2", tk.State, tk.Attempts, tk.Deferrals)
 	}
 }

@@ -17,3 +17,10 @@ CREATE TABLE {{schema}}.limits (
     set_by     text,
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+-- A run may defer its task (try later without losing an attempt): the run
+-- is abandoned with its attempt refunded and marked deferred, and the
+-- task counts its deferrals, which the agent's max_deferrals caps
+-- (functions/defer_runs.sql).
+ALTER TABLE {{schema}}.tasks ADD COLUMN deferrals int NOT NULL DEFAULT 0;
+ALTER TABLE {{schema}}.runs ADD COLUMN deferred boolean NOT NULL DEFAULT false;

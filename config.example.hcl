@@ -174,6 +174,13 @@ agent "hello" {
   # `qd enqueue` sets its own. Default: 3.
   max_attempts = 3
 
+  # A child told "try later" (a 429) exits 75 (EX_TEMPFAIL), after
+  # `qd defer 30s` to say when: its task is queued again then, or after
+  # retry_backoff without `qd defer`, and the attempt is not counted. A
+  # task deferred this many times fails its next deferral instead, as a
+  # failed exit would. Default: 100.
+  # max_deferrals = 100
+
   # Rate limits (limit blocks below) each run takes one unit of at its
   # claim, in the claim's transaction: across every daemon and `qd claim`
   # script, no window of a limit's period starts more runs than its rate

@@ -126,6 +126,15 @@ func inRun(_ *Server, c Caller, _ *http.Request) error {
 	return nil
 }
 
+// ownDefer lets a run defer itself alone.
+func ownDefer(_ *Server, c Caller, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if c.Operator() || err != nil || id == c.RunID {
+		return nil
+	}
+	return refusef("run %d may defer only itself, not run %d", c.RunID, id)
+}
+
 // ownTasks lets a run cancel its own task and the tasks it enqueued
 // (parent_run is the run), no other.
 func ownTasks(s *Server, c Caller, r *http.Request) error {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrNotRunning is matched (errors.Is) by a Client's error when nothing
@@ -87,6 +88,20 @@ func (c Client) Wake(ctx context.Context, agent string) error {
 		return err
 	}
 	return fmt.Errorf("wake agent %s: %w", agent, err)
+}
+
+// Defer asks the daemon that, should the child of run id exit 75, its
+// task be tried again after d. The error matches ErrUnknownRun when the
+// daemon does not run it.
+func (c Client) Defer(ctx context.Context, runID int64, d time.Duration) error {
+	body, err := json.Marshal(DeferRequest{Seconds: d.Seconds()})
+	if err != nil {
+		return err
+	}
+	if err := c.send(ctx, http.MethodPost, DeferPath(runID), body, nil); err != nil {
+		return fmt.Errorf("defer run %d: %w", runID, err)
+	}
+	return nil
 }
 
 // Spend takes units of limit name for the run whose token c carries (or

@@ -58,6 +58,8 @@ type Task struct {
 	// Result is what the run that completed the task stored; null before,
 	// without one, and in listings (read one task for it).
 	Result json.RawMessage `json:"result"`
+	// Deferrals counts the runs that deferred the task (exit 75).
+	Deferrals int `json:"deferrals"`
 }
 
 // Link is a task at the other end of a dependency: one the task waits
@@ -84,6 +86,7 @@ func TaskOf(t lease.Task) Task {
 		LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: When(t.FinishedAt),
 		Payload: payload, PayloadNote: note, After: t.After, AfterAny: t.AfterAny, Result: t.Result,
+		Deferrals: t.Deferrals,
 	}
 	if out.After == nil {
 		out.After = []int64{}
@@ -122,6 +125,9 @@ type Run struct {
 	// when it ended; null where it had none, or while it runs.
 	CPUSeconds      *float64 `json:"cpu_seconds"`
 	MemoryPeakBytes *int64   `json:"memory_peak_bytes"`
+	// Deferred says the run deferred its task: it exited 75 and the task
+	// was queued again for later, its attempt not counted.
+	Deferred bool `json:"deferred"`
 }
 
 // RunOf is r on the wire.
@@ -132,7 +138,7 @@ func RunOf(r lease.Run) Run {
 		LastHeartbeatAt: r.LastHeartbeatAt, LeaseExpiresAt: r.LeaseExpiresAt,
 		FinishedAt: When(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
 		Summary: r.Summary, LogError: r.LogError, CancelRequested: r.CancelRequested,
-		CPUSeconds: seconds(r.CPUTime), MemoryPeakBytes: r.MemoryPeak,
+		CPUSeconds: seconds(r.CPUTime), MemoryPeakBytes: r.MemoryPeak, Deferred: r.Deferred,
 	}
 	if r.State == lease.RunRunning {
 		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()

@@ -47,6 +47,10 @@ type Daemon interface {
 	// task is invalid, ErrRefused when a run makes it wait for a task
 	// that is neither its own nor one it enqueued.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
+	// Defer records that the child of run id, should it exit 75, asks
+	// for its task to be tried again after d; an error matching
+	// ErrUnknownRun when the daemon does not run it.
+	Defer(ctx context.Context, runID int64, d time.Duration) error
 	// Spend takes units of limit name for the caller's run (CallerOf); an
 	// error matching ErrUnknownLimit when there is no such limit, and
 	// ErrBadRequest for units out of range.
@@ -234,6 +238,7 @@ func (s *Server) routes() []route {
 		{"POST " + cancelPattern, s.handleCancel, 0, ownTasks},
 		{"POST " + wakePattern, s.handleWake, 0, anyone},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
+		{"POST " + deferPattern, s.handleDefer, 0, ownDefer},
 		{"POST " + spendPattern, s.handleSpend, 0, inRun},
 		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
 		{"POST " + resultPattern, s.handleResult, maxResultBytes, ownRunTo("store a result")},
@@ -326,6 +331,30 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, res)
+}
+
+func (s *Server) handleDefer(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	var req DeferRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the deferral: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := time.Duration(req.Seconds * float64(time.Second))
+	if req.Seconds <= 0 || d > MaxDefer {
+		http.Error(w, fmt.Sprintf("a deferral is more than 0 s and at most %s, got %g s", MaxDefer, req.Seconds), http.StatusBadRequest)
+		return
+	}
+	if err := s.d.Defer(r.Context(), id, d); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) handleSpend(w http.ResponseWriter, r *http.Request) {

@@ -79,6 +79,8 @@ func (f fakeDaemon) ParentResults(_ context.Context, runID int64) (map[int64]jso
 	return map[int64]json.RawMessage{3: json.RawMessage(`{"a":1}`), 4: nil}, nil
 }
 
+func (f fakeDaemon) Defer(context.Context, int64, time.Duration) error { return ErrUnknownRun }
+
 func (f fakeDaemon) Spend(context.Context, string, int64) (Limit, error) {
 	return Limit{}, ErrUnknownLimit
 }

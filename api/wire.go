@@ -25,6 +25,10 @@ const (
 	// TasksPath takes POST with an EnqueueRequest: add a task to the
 	// daemon's queue; answers an Enqueued.
 	TasksPath = "/v1/tasks"
+	// deferPattern takes POST with a DeferRequest: should the child of run
+	// {id} exit 75, its task is tried again after that delay (see
+	// DeferPath).
+	deferPattern = "/v1/runs/{id}/defer"
 	// spendPattern takes POST with a SpendRequest: take units of limit
 	// {name} after the fact; answers the Limit (see SpendPath).
 	spendPattern = "/v1/limits/{name}/spend"
@@ -115,6 +119,18 @@ func CancelPath(taskID int64) string {
 
 // WakePath is the path that wakes agent.
 func WakePath(agent string) string { return "/v1/agents/" + url.PathEscape(agent) + "/wake" }
+
+// DeferPath is the path a child posts a DeferRequest to for run id.
+func DeferPath(runID int64) string { return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/defer" }
+
+// DeferRequest is how long a run's task should wait before it is tried
+// again, once its child exits 75 (EX_TEMPFAIL): "retry after 30 s".
+type DeferRequest struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// MaxDefer caps a deferral's delay.
+const MaxDefer = 30 * 24 * time.Hour
 
 // SpendPath is the path a run posts a SpendRequest to for limit name.
 func SpendPath(name string) string { return "/v1/limits/" + url.PathEscape(name) + "/spend" }

@@ -191,3 +191,16 @@ func (d *daemon) Spend(ctx context.Context, name string, units int64) (api.Limit
 		peer(ctx)...)...)
 	return api.LimitOf(l), nil
 }
+
+// Defer is POST /v1/runs/{id}/defer: the child of the run was told "try
+// later" and will exit 75; its task waits d rather than retry_backoff.
+func (d *daemon) Defer(ctx context.Context, runID int64, delay time.Duration) error {
+	err := d.sup.Defer(runID, delay)
+	if errors.Is(err, supervisor.ErrUnknownRun) {
+		return fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	if err == nil {
+		d.logger.Debug("deferral asked through the socket", append([]any{"run_id", runID, "delay", delay}, peer(ctx)...)...)
+	}
+	return err
+}

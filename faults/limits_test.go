@@ -130,3 +130,55 @@ func worstWindow(ts []time.Time, w time.Duration) (n, worst int, at time.Time) {
 	}
 	return len(ts), worst, at
 }
+
+// Ensure a child that runs `qd defer 2s` and exits 75 has its task tried
+// again 2 s later without losing its attempt, that exiting 75 alone waits
+// the agent's retry_backoff, and that past max_deferrals the run fails as
+// a failed exit would.
+func TestDefer_RefundsAttempt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	script := fmt.Sprintf(`n=$(cat %[1]s/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s/n
+if [ $n -eq 1 ]; then %[2]s defer 2s || exit 9; fi
+echo "429: try later"
+exit 75`, r.dir, r.qd)
+	body := r.agentHCL(agentConf{name: "d", lanes: []string{"defer"}, command: []string{"/bin/sh", "-c", script},
+		extra: "  max_deferrals = 3"})
+	id := r.enqueue("defer", "d", `{}`, 1)
+	r.daemon("defer", body, testkit.DaemonOptions{})
+	r.waitStates("failed", nil, 40*time.Second)
+	type run struct {
+		state    string
+		deferred bool
+		summary  string
+		started  time.Time
+		finished time.Time
+	}
+	var runs []run
+	var x run
+	r.eachRow(fmt.Sprintf(`SELECT state, deferred, summary, started_at, finished_at FROM {s}.runs WHERE task_id = %d ORDER BY id`, id),
+		func() { runs = append(runs, x) }, &x.state, &x.deferred, &x.summary, &x.started, &x.finished)
+	if len(runs) != 4 {
+		t.Fatalf("got %d runs, want 3 deferred and 1 failed: %+v", len(runs), runs)
+	}
+	for i, rn := range runs[:3] {
+		if rn.state != "abandoned" || !rn.deferred {
+			t.Errorf("run %d: %s, deferred %v (%q); want abandoned and deferred", i+1, rn.state, rn.deferred, rn.summary)
+		}
+	}
+	if last := runs[3]; last.state != "failed" || last.deferred || !strings.Contains(last.summary, "max_deferrals") {
+		t.Errorf("run 4: %s, deferred %v, summary %q; want failed past max_deferrals", last.state, last.deferred, last.summary)
+	}
+	if gap := runs[1].started.Sub(runs[0].finished); gap < 2*time.Second {
+		t.Errorf("the run after `qd defer 2s` started %s after the deferral, want at least 2s", gap)
+	}
+	if gap := runs[2].started.Sub(runs[1].finished); gap < time.Second {
+		t.Errorf("the run after a bare exit 75 started %s after it, want at least retry_backoff (1s)", gap)
+	}
+	var attempts, deferrals int
+	r.scalar(&attempts, fmt.Sprintf(`SELECT attempts FROM {s}.tasks WHERE id = %d`, id))
+	r.scalar(&deferrals, fmt.Sprintf(`SELECT deferrals FROM {s}.tasks WHERE id = %d`, id))
+	if attempts != 1 || deferrals != 3 {
+		t.Errorf("task: %d attempts, %d deferrals; want 1 (the failed run's) and 3", attempts, deferrals)
+	}
+}

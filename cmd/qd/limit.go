@@ -125,7 +125,7 @@ func writeLimits(env *Env, ls []lease.Limit) error {
 // forAgents is the usage error of a command that only an agent's run may
 // send (no QD_SOCKET).
 func forAgents(name string) error {
-	return usageErrorf("%s is for agents: run it from a program `qd run` started (QD_SOCKET is not set)", name)
+	return usageErrorf("%s is for agents: run it from a program `qd run` started, which has QD_SOCKET and QD_RUN_ID set", name)
 }
 
 func setupSpend(*flag.FlagSet) runFunc {

@@ -35,6 +35,7 @@ var commands = []*command{
 	limitSetCommand,
 	limitListCommand,
 	spendCommand,
+	deferCommand,
 	tasksCommand,
 	runsCommand,
 	showCommand,

@@ -24,6 +24,7 @@ const (
 	DefaultKillGrace     = lease.DefaultKillGrace
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
+	DefaultMaxDeferrals  = lease.DefaultMaxDeferrals
 	DefaultCatchUp       = CatchUpSkip
 	DefaultOverlap       = OverlapSkip
 )
@@ -99,7 +100,8 @@ type Agent struct {
 	Timeout      time.Duration // 0: none
 	StallTimeout time.Duration // 0: none
 	KillGrace    time.Duration // SIGTERM to SIGKILL
-	RetryBackoff time.Duration // base of the exponential backoff
+	RetryBackoff time.Duration // base of the exponential backoff; the delay of a bare exit 75
+	MaxDeferrals int           // deferrals of a task before a deferral fails the run
 	MaxAttempts  int           // for tasks its periodics enqueue
 	// MemoryMax (bytes) and CPUMax (CPUs) bound each run's cgroup; zero:
 	// no bound.

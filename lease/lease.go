@@ -172,6 +172,10 @@ type Run struct {
 	// Deferred says the run deferred its task: abandoned with its attempt
 	// refunded, its task queued again for later (Settlement.Deferred).
 	Deferred bool
+	// Usage is what the run reported it spent (Provider.RecordUsage),
+	// nil when it reported nothing; UsageNote its last note.
+	Usage     *float64
+	UsageNote string
 	// Computed by the provider from its clock at read time, for live runs.
 	SilentSeconds float64
 	LeaseLeft     time.Duration
@@ -237,6 +241,10 @@ type ClaimParams struct {
 	// claims nothing and returns a *HeldError; ErrNotFound for a limit
 	// that does not exist.
 	Limits []string
+	// Budget, when set, is the budget of the agent whose tasks the claim
+	// takes: when its period's usage has reached its max, the claim
+	// claims nothing and returns a *HeldError naming it ("budget NAME").
+	Budget string
 }
 
 // MaxTokenBytes caps ClaimParams.Token.
@@ -491,6 +499,19 @@ type Provider interface {
 	// until it is paid. ErrNotFound for an unknown limit.
 	Spend(ctx context.Context, name string, units int64) (Limit, error)
 
+	// SetBudget creates or changes a budget, at once for every claimer.
+	// ErrInvalid for a bad name, max, period or time zone, or a new
+	// budget without max and period.
+	SetBudget(ctx context.Context, u BudgetUpdate) (Budget, error)
+	// Budgets lists every budget with its current period's usage.
+	Budgets(ctx context.Context) ([]Budget, error)
+	// RecordUsage adds u.Amount to run u.RunID's usage and, with
+	// u.Budget, to that budget's current period. When the period's usage
+	// reaches the budget's max for the first time in the period, it
+	// records the run's EventBudgetExhausted, once per period however
+	// many callers race. ErrNotFound for an unknown run or budget.
+	RecordUsage(ctx context.Context, u Usage) (Budget, error)
+
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
 	Close()
@@ -574,6 +595,9 @@ func ValidateClaim(p *ClaimParams) error {
 		if !ValidName(l) {
 			return fmt.Errorf("%w: limit %q does not match %s", ErrInvalid, l, LanePattern)
 		}
+	}
+	if p.Budget != "" && !ValidName(p.Budget) {
+		return fmt.Errorf("%w: budget %q does not match %s", ErrInvalid, p.Budget, LanePattern)
 	}
 	if len(p.Limits) > 1 {
 		p.Limits = slices.Compact(slices.Sorted(slices.Values(p.Limits)))

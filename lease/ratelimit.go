@@ -56,16 +56,25 @@ const (
 	MaxLimitPer = 366 * 24 * time.Hour
 )
 
-// HeldError is a claim's answer when a limit it names had no unit to give:
-// nothing was claimed, and the next unit of Limit is due at Until, by the
-// provider's clock, In from the claim. errors.Is(err, ErrNoWork) holds.
+// HeldError is a claim's answer when a limit it names had no unit to give,
+// or its budget was spent: nothing was claimed. For a limit, its next
+// unit is due at Until, by the provider's clock, In from the claim; for a
+// budget (Budget set, Spent of Max), its next period starts at Until, and
+// In is at most BudgetHoldMax, so that a raised max is seen soon.
+// errors.Is(err, ErrNoWork) holds.
 type HeldError struct {
-	Limit string
-	Until time.Time
-	In    time.Duration
+	Limit      string
+	Budget     string
+	Spent, Max float64
+	Until      time.Time
+	In         time.Duration
 }
 
 func (e *HeldError) Error() string {
+	if e.Budget != "" {
+		return fmt.Sprintf("budget %q spent %g of %g; resumes %s", e.Budget, e.Spent, e.Max,
+			e.Until.UTC().Format("2006-01-02 15:04 UTC"))
+	}
 	return fmt.Sprintf("limit %q has no unit to give: the next is due at %s (in %s)", e.Limit,
 		e.Until.UTC().Format(time.RFC3339Nano), e.In.Round(time.Millisecond))
 }

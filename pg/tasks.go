@@ -274,7 +274,7 @@ const runColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.inst
 	coalesce(r.signal, ''), coalesce(r.summary, ''), coalesce(r.output_tail, ''), coalesce(r.log_error, ''), r.cpu_usec, r.memory_peak, t.cancel_requested,
 	CASE WHEN r.state = 'running' THEN extract(epoch FROM clock_timestamp() - r.last_heartbeat_at)::float8 ELSE 0 END,
 	CASE WHEN r.state = 'running' THEN greatest(r.lease_expires_at - clock_timestamp(), interval '0') ELSE interval '0' END,
-	r.deferred`
+	r.deferred, r.usage::float8, coalesce(r.usage_note, '')`
 
 func scanRun(row pgx.CollectableRow) (lease.Run, error) {
 	var r lease.Run
@@ -283,7 +283,7 @@ func scanRun(row pgx.CollectableRow) (lease.Run, error) {
 	err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.Instance, &r.State, &r.PID,
 		&r.StartedAt, &r.LastHeartbeatAt, &r.LeaseExpiresAt, &output, &finished, &r.ExitCode,
 		&r.Signal, &r.Summary, &r.OutputTail, &r.LogError, &cpu, &r.MemoryPeak, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft,
-		&r.Deferred)
+		&r.Deferred, &r.Usage, &r.UsageNote)
 	if cpu != nil {
 		d := time.Duration(*cpu) * time.Microsecond
 		r.CPUTime = &d

@@ -86,6 +86,7 @@ var cases = []testCase{
 	{"Limit/RateUnderRace", testLimitRateUnderRace},
 	{"Limit/HoldAndSpend", testLimitHoldAndSpend},
 	{"Settle/Deferral", testSettleDeferral},
+	{"Budget/StopsClaims", testBudgetStopsClaims},
 }
 
 // Short leases that expire during a test, and long ones that must not.

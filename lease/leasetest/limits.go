@@ -3,6 +3,7 @@ package leasetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -197,5 +198,69 @@ func testSettleDeferral(t *testing.T, p lease.Provider) {
 	}
 	if tk.Attempts != 1 || tk.Deferrals != 2 || tk.State != lease.TaskQueued {
 		t.Errorf("task after a capped deferral: %s, %d attempts, %d deferrals; want queued, 1, 2", tk.State, tk.Attempts, tk.Deferrals)
+	}
+}
+
+// Ensure a budget stops claims of its runs once its period's usage reaches
+// its max, says how much was spent and when it resumes, records the
+// exhaustion once however many reports race past it, raises at once when
+// its max is raised, and that usage adds up on the run.
+func testBudgetStopsClaims(t *testing.T, p lease.Provider) {
+	ctx := context.Background()
+	max := 3.0
+	if _, err := p.SetBudget(ctx, lease.BudgetUpdate{Name: "daily", Max: &max, Period: "1d"}); err != nil {
+		t.Fatalf("set budget: %v", err)
+	}
+	mustSetLane(t, p, "budget", 10)
+	for range 6 {
+		mustEnqueue(t, p, task("budget", "payer"))
+	}
+	cp := claimIn("budget")
+	cp.Budget = "daily"
+	var last *lease.Lease
+	for i := range 3 {
+		l := MustClaim(t, p, cp)
+		for range 2 {
+			if _, err := p.RecordUsage(ctx, lease.Usage{RunID: l.RunID, Budget: "daily", Amount: 0.5, Note: fmt.Sprint("call ", i)}); err != nil {
+				t.Fatalf("record usage: %v", err)
+			}
+		}
+		last = l
+	}
+	_, err := p.Claim(ctx, cp)
+	var h *lease.HeldError
+	if !errors.As(err, &h) || !errors.Is(err, lease.ErrNoWork) || h.Budget != "daily" || h.Spent != 3 || h.Max != 3 {
+		t.Fatalf("claim past the budget: %v (%+v), want held by budget daily, 3 of 3", err, h)
+	}
+	if h.In <= 0 || h.In > lease.BudgetHoldMax || !h.Until.After(time.Now().Add(-time.Minute)) {
+		t.Errorf("held until %v, in %s; want the next day's start and a wait of at most %s", h.Until, h.In, lease.BudgetHoldMax)
+	}
+	race(4, func(int) {
+		if _, err := p.RecordUsage(ctx, lease.Usage{RunID: last.RunID, Budget: "daily", Amount: 0.25}); err != nil {
+			t.Errorf("record usage past the max: %v", err)
+		}
+	})
+	n, err := p.TakeEvents(ctx, "leasetest", []lease.NotifyRoute{{Agent: "payer", Event: lease.EventBudgetExhausted, Target: "t"}}, 100)
+	if err != nil || n != 1 {
+		t.Errorf("notifications of the exhausted budget: %d, %v; want 1", n, err)
+	}
+	if r := MustRun(t, p, last.RunID); r.Usage == nil || *r.Usage != 2 || r.UsageNote != "call 2" {
+		t.Errorf("run usage %v, note %q; want 2 (0.5 + 0.5 + 4 × 0.25) and the last note", r.Usage, r.UsageNote)
+	}
+	bs, err := p.Budgets(ctx)
+	if err != nil || len(bs) != 1 || bs[0].Spent != 4 || !bs[0].Exhausted() || bs[0].ExhaustedAt.IsZero() {
+		t.Errorf("budgets: %+v, %v; want daily spent 4, exhausted", bs, err)
+	}
+	max = 10
+	if _, err := p.SetBudget(ctx, lease.BudgetUpdate{Name: "daily", Max: &max}); err != nil {
+		t.Fatalf("raise budget: %v", err)
+	}
+	MustClaim(t, p, cp)
+	cp.Budget = "nosuch"
+	if _, err := p.Claim(ctx, cp); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("claim through an unknown budget: %v, want ErrNotFound", err)
+	}
+	if _, err := p.RecordUsage(ctx, lease.Usage{RunID: last.RunID, Amount: -1}); !errors.Is(err, lease.ErrInvalid) {
+		t.Errorf("negative usage: %v, want ErrInvalid", err)
 	}
 }

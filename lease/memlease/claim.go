@@ -43,6 +43,9 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 	if made, ok := p.claimed(cp, now); ok {
 		return made, nil
 	}
+	if err := p.budgetHold(cp, now); err != nil {
+		return nil, fmt.Errorf("claim task: %w", err)
+	}
 	n, err = p.units(cp, n, now)
 	if err != nil {
 		return nil, fmt.Errorf("claim task: %w", err)

@@ -35,6 +35,7 @@ type Provider struct {
 	lastNote  int64
 	chain     chain
 	limits    map[string]*rateLimit // the rate limits (limits.go)
+	budgets   map[string]*budget    // the budgets (budgets.go)
 }
 
 // New returns an empty provider.

@@ -188,6 +188,12 @@ agent "hello" {
   # Default: none.
   # limits = ["llm-api"]
 
+  # The budget block (below) its runs spend from: a run reports what it
+  # spent with `qd usage 0.12`, and once the period's total reaches the
+  # budget's max no run of its agents starts until the next period (runs
+  # in flight finish). Default: none.
+  # budget = "llm-daily"
+
   # Bounds on each run's cgroup: memory (bytes, or with K, M, G or T,
   # powers of 1024; memory.max) and CPUs (cpu.max; 0.5 is half of one).
   # Only where qd gives runs cgroups and the controller is enabled for
@@ -315,6 +321,21 @@ lane "default" {
 #   # Units that may be taken beyond the steady rate, at once after a quiet
 #   # spell. Default: 0.
 #   burst = 10
+# }
+
+# A budget: what the runs of the agents that name it may spend in each
+# calendar period, in the unit they report (dollars, tokens, anything),
+# across every daemon (docs/limits.md). Written to the queue at start and
+# on every reload; `qd budget set` changes it live.
+# budget "llm-daily" {
+#   # The most the period's runs may report (qd usage) before no more start.
+#   max = 5.00
+#
+#   # 1h, 1d, 1w (from Monday) or 1mo: calendar periods in timezone.
+#   period = "1d"
+#
+#   # Default: "UTC".
+#   timezone = "UTC"
 # }
 
 # The web dashboard (docs/ui.md), served by the daemon itself; `qd ui` serves

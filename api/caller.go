@@ -127,12 +127,18 @@ func inRun(_ *Server, c Caller, _ *http.Request) error {
 }
 
 // ownDefer lets a run defer itself alone.
-func ownDefer(_ *Server, c Caller, r *http.Request) error {
+func ownDefer(_ *Server, c Caller, r *http.Request) error { return self(c, r, "defer") }
+
+// ownUsage lets a run report its own usage alone.
+func ownUsage(_ *Server, c Caller, r *http.Request) error { return self(c, r, "report usage for") }
+
+// self refuses a run that would do what to another run.
+func self(c Caller, r *http.Request, what string) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if c.Operator() || err != nil || id == c.RunID {
 		return nil
 	}
-	return refusef("run %d may defer only itself, not run %d", c.RunID, id)
+	return refusef("run %d may %s only itself, not run %d", c.RunID, what, id)
 }
 
 // ownTasks lets a run cancel its own task and the tasks it enqueued

@@ -104,6 +104,20 @@ func (c Client) Defer(ctx context.Context, runID int64, d time.Duration) error {
 	return nil
 }
 
+// Usage reports what run id spent. The error matches ErrUnknownRun when
+// the daemon does not run it, ErrBadRequest for an amount out of range.
+func (c Client) Usage(ctx context.Context, runID int64, req UsageRequest) (UsageReported, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return UsageReported{}, err
+	}
+	var out UsageReported
+	if err := c.send(ctx, http.MethodPost, UsagePath(runID), body, &out); err != nil {
+		return UsageReported{}, fmt.Errorf("report usage of run %d: %w", runID, err)
+	}
+	return out, nil
+}
+
 // Spend takes units of limit name for the run whose token c carries (or
 // whose process sends it). The error matches ErrUnknownLimit, ErrRefused
 // outside a run, or ErrBadRequest.

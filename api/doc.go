@@ -26,6 +26,8 @@
 //	POST    /v1/tasks                 yes     anyone                 200, an Enqueued; 400 for an invalid task
 //	POST    /v1/runs/{id}/defer       yes     operator; run: itself  204: exit 75 then defers by that; 404 when
 //	                                                                 the daemon does not run it
+//	POST    /v1/runs/{id}/usage       yes     operator; run: itself  200, a UsageReported; 404 when the daemon
+//	                                                                 does not run it; 400 amount not from 0
 //	POST    /v1/limits/{name}/spend   yes     runs only              200, the Limit; 404 no such limit;
 //	                                                                 400 units not from 1 to 2^31
 //	GET     /v1/metrics               no      anyone                 200, Prometheus text format (docs/metrics.md)

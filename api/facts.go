@@ -128,6 +128,10 @@ type Run struct {
 	// Deferred says the run deferred its task: it exited 75 and the task
 	// was queued again for later, its attempt not counted.
 	Deferred bool `json:"deferred"`
+	// Usage is what the run reported it spent (qd usage), null when it
+	// reported nothing; UsageNote the last note it gave.
+	Usage     *float64 `json:"usage"`
+	UsageNote string   `json:"usage_note"`
 }
 
 // RunOf is r on the wire.
@@ -139,6 +143,7 @@ func RunOf(r lease.Run) Run {
 		FinishedAt: When(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
 		Summary: r.Summary, LogError: r.LogError, CancelRequested: r.CancelRequested,
 		CPUSeconds: seconds(r.CPUTime), MemoryPeakBytes: r.MemoryPeak, Deferred: r.Deferred,
+		Usage: r.Usage, UsageNote: r.UsageNote,
 	}
 	if r.State == lease.RunRunning {
 		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()
@@ -290,6 +295,34 @@ func LimitOf(l lease.Limit) Limit {
 	}
 	return Limit{Name: l.Name, Rate: lease.FormatRate(l.Rate, l.Per), Burst: l.Burst, Available: l.Available,
 		NextUnitAt: When(l.NextUnitAt), Agents: agents, SetBy: l.SetBy}
+}
+
+// Budget is a budget (docs/limits.md) and its current period: what the
+// period's runs reported (spent), when the period started and the next
+// starts, and when it was spent (null while it is not).
+type Budget struct {
+	Name        string     `json:"name"`
+	Max         float64    `json:"max"`
+	Period      string     `json:"period"`
+	Timezone    string     `json:"timezone"`
+	Spent       float64    `json:"spent"`
+	Exhausted   bool       `json:"exhausted"`
+	PeriodStart time.Time  `json:"period_start"`
+	PeriodEnd   time.Time  `json:"period_end"`
+	ExhaustedAt *time.Time `json:"exhausted_at"`
+	Agents      []string   `json:"agents"`
+	SetBy       string     `json:"set_by"`
+}
+
+// BudgetOf is b on the wire.
+func BudgetOf(b lease.Budget) Budget {
+	agents := b.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return Budget{Name: b.Name, Max: b.Max, Period: b.Period, Timezone: b.Timezone, Spent: b.Spent,
+		Exhausted: b.Exhausted(), PeriodStart: b.PeriodStart, PeriodEnd: b.PeriodEnd, ExhaustedAt: When(b.ExhaustedAt),
+		Agents: agents, SetBy: b.SetBy}
 }
 
 // Lease is what a claim hands out (`qd claim`): the run, its task's

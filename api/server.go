@@ -51,6 +51,10 @@ type Daemon interface {
 	// for its task to be tried again after d; an error matching
 	// ErrUnknownRun when the daemon does not run it.
 	Defer(ctx context.Context, runID int64, d time.Duration) error
+	// Usage adds what run id reported it spent to the run and its
+	// agent's budget; an error matching ErrUnknownRun when the daemon
+	// does not run it, ErrBadRequest for an amount out of range.
+	Usage(ctx context.Context, runID int64, req UsageRequest) (UsageReported, error)
 	// Spend takes units of limit name for the caller's run (CallerOf); an
 	// error matching ErrUnknownLimit when there is no such limit, and
 	// ErrBadRequest for units out of range.
@@ -239,6 +243,7 @@ func (s *Server) routes() []route {
 		{"POST " + wakePattern, s.handleWake, 0, anyone},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
 		{"POST " + deferPattern, s.handleDefer, 0, ownDefer},
+		{"POST " + usagePattern, s.handleUsage, 0, ownUsage},
 		{"POST " + spendPattern, s.handleSpend, 0, inRun},
 		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
 		{"POST " + resultPattern, s.handleResult, maxResultBytes, ownRunTo("store a result")},
@@ -355,6 +360,26 @@ func (s *Server) handleDefer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	var req UsageRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the usage: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := s.d.Usage(r.Context(), id, req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeJSON(w, r, res)
 }
 
 func (s *Server) handleSpend(w http.ResponseWriter, r *http.Request) {

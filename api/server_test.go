@@ -81,6 +81,10 @@ func (f fakeDaemon) ParentResults(_ context.Context, runID int64) (map[int64]jso
 
 func (f fakeDaemon) Defer(context.Context, int64, time.Duration) error { return ErrUnknownRun }
 
+func (f fakeDaemon) Usage(context.Context, int64, UsageRequest) (UsageReported, error) {
+	return UsageReported{}, ErrUnknownRun
+}
+
 func (f fakeDaemon) Spend(context.Context, string, int64) (Limit, error) {
 	return Limit{}, ErrUnknownLimit
 }

@@ -29,6 +29,9 @@ const (
 	// {id} exit 75, its task is tried again after that delay (see
 	// DeferPath).
 	deferPattern = "/v1/runs/{id}/defer"
+	// usagePattern takes POST with a UsageRequest: the child of run {id}
+	// spent that much (see UsagePath); answers a UsageReported.
+	usagePattern = "/v1/runs/{id}/usage"
 	// spendPattern takes POST with a SpendRequest: take units of limit
 	// {name} after the fact; answers the Limit (see SpendPath).
 	spendPattern = "/v1/limits/{name}/spend"
@@ -131,6 +134,23 @@ type DeferRequest struct {
 
 // MaxDefer caps a deferral's delay.
 const MaxDefer = 30 * 24 * time.Hour
+
+// UsagePath is the path a child posts a UsageRequest to for run id.
+func UsagePath(runID int64) string { return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/usage" }
+
+// UsageRequest is what a run spent, in the unit its budget counts
+// (dollars, tokens), with an optional note ("1,520 tokens").
+type UsageRequest struct {
+	Amount float64 `json:"amount"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// UsageReported answers a UsageRequest: the run, and its agent's budget
+// after the report (null when the agent has none).
+type UsageReported struct {
+	RunID  int64   `json:"run_id"`
+	Budget *Budget `json:"budget"`
+}
 
 // SpendPath is the path a run posts a SpendRequest to for limit name.
 func SpendPath(name string) string { return "/v1/limits/" + url.PathEscape(name) + "/spend" }

@@ -115,7 +115,7 @@ func schedulerAgents(conf *config.Config) []scheduler.Agent {
 	for _, a := range conf.Agents {
 		out = append(out, scheduler.Agent{
 			Name: a.Name, Schedule: a.Sched, Spec: a.Schedule,
-			Lanes: a.Lanes, Parallel: a.Parallel, Lease: a.Lease, Limits: a.Limits,
+			Lanes: a.Lanes, Parallel: a.Parallel, Lease: a.Lease, Limits: a.Limits, Budget: a.Budget,
 		})
 	}
 	return out

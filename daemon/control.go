@@ -204,3 +204,31 @@ func (d *daemon) Defer(ctx context.Context, runID int64, delay time.Duration) er
 	}
 	return err
 }
+
+// Usage is POST /v1/runs/{id}/usage: the run spent req.Amount, added to
+// the run and, when its agent has a budget, to the budget's period.
+func (d *daemon) Usage(ctx context.Context, runID int64, req api.UsageRequest) (api.UsageReported, error) {
+	if err := lease.CheckUsage(req.Amount); err != nil {
+		return api.UsageReported{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	agent, err := d.sup.AgentOf(runID)
+	if err != nil {
+		return api.UsageReported{}, fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	u := lease.Usage{RunID: runID, Amount: req.Amount, Note: req.Note}
+	if a := d.config().Agent(agent); a != nil {
+		u.Budget = a.Budget
+	}
+	b, err := d.queue.RecordUsage(ctx, u)
+	if err != nil {
+		return api.UsageReported{}, err
+	}
+	res := api.UsageReported{RunID: runID}
+	if u.Budget != "" {
+		wire := api.BudgetOf(b)
+		res.Budget = &wire
+	}
+	d.logger.Debug("usage reported through the socket", append([]any{"run_id", runID, "amount", req.Amount,
+		"budget", u.Budget}, peer(ctx)...)...)
+	return res, nil
+}

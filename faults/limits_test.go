@@ -182,3 +182,58 @@ exit 75`, r.dir, r.qd)
 		t.Errorf("task: %d attempts, %d deferrals; want 1 (the failed run's) and 3", attempts, deferrals)
 	}
 }
+
+// Ensure a budget of 10 whose runs each report 1.0 starts exactly 10 runs
+// with one daemon at parallel 1, tells budget_exhausted once though two
+// daemons serve the agent, and lets runs start again once the period the
+// reports fall in is over (the reports moved a day back stand for the
+// rollover).
+func TestBudget_StopsRuns(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for range 15 {
+		r.enqueue("pay", "p", `{}`, 3)
+	}
+	script := r.qd + ` usage 1.0 --note "one call" || exit 9`
+	body := "budget \"daily\" {\n  max = 10\n  period = \"1d\"\n  timezone = \"Europe/Paris\"\n}\n" +
+		r.agentHCL(agentConf{name: "p", lanes: []string{"pay"}, command: []string{"/bin/sh", "-c", script},
+			extra: "  budget = \"daily\"\n  on_failure = [\"/bin/true\"]\n  notify_on = [\"budget_exhausted\"]"})
+	r.daemon("budget-a", body, testkit.DaemonOptions{})
+	count := func(sql string) int {
+		var n int
+		r.scalar(&n, sql)
+		return n
+	}
+	testkit.Eventually(t, 40*time.Second, "ten runs done", func() bool {
+		return count(`SELECT count(*) FROM {s}.runs WHERE state = 'completed'`) >= 10
+	})
+	r.daemon("budget-b", body, testkit.DaemonOptions{})
+	time.Sleep(4 * time.Second) // ticks of both daemons, every second
+	runs := count(`SELECT count(*) FROM {s}.runs`)
+	if runs != 10 {
+		t.Errorf("%d runs started under a budget of 10 with runs reporting 1.0 each at parallel 1, want exactly 10", runs)
+	}
+	var spent float64
+	r.scalar(&spent, `SELECT sum(amount)::float8 FROM {s}.budget_usage WHERE budget = 'daily'`)
+	if spent != 10 {
+		t.Errorf("the period's reports add up to %g, want 10", spent)
+	}
+	testkit.Eventually(t, 20*time.Second, "the budget_exhausted notification", func() bool {
+		return count(`SELECT count(*) FROM {s}.notifications WHERE event = 'budget_exhausted'`) >= 1
+	})
+	time.Sleep(2 * time.Second)
+	if n := count(`SELECT count(*) FROM {s}.notifications WHERE event = 'budget_exhausted'`); n != 1 {
+		t.Errorf("budget_exhausted told %d times with two daemons, want once", n)
+	}
+	out := testkit.MustQD(t, r.qd, r.url, "budget", "list", "--json")
+	if !strings.Contains(out, `"exhausted": true`) {
+		t.Errorf("qd budget list does not say the budget is spent:\n%s", out)
+	}
+	r.exec(`UPDATE ` + r.schema + `.budget_usage SET at = at - interval '1 day'`)
+	testkit.Eventually(t, 30*time.Second, "runs of the next period", func() bool {
+		return count(`SELECT count(*) FROM {s}.runs`) > 10
+	})
+	fig.add(func(f *figures) {
+		f.limits = append(f.limits, fmt.Sprintf("budget 10, runs reporting 1.0, parallel 1: %d runs in the period, budget_exhausted told once over 2 daemons", runs))
+	})
+}

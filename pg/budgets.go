@@ -2,10 +2,12 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -54,8 +56,13 @@ func (p *Provider) SetBudget(ctx context.Context, u lease.BudgetUpdate) (lease.B
 		bt.Queue(p.sql(`SELECT `+budgetColumns+budgetFrom+` WHERE b.name = $1`), u.Name).
 			QueryRow(func(row pgx.Row) (err error) { b, err = scanBudget(row); return err })
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23502" { // not null: a new budget without max or period
+		return lease.Budget{}, fmt.Errorf("set budget %s: %w: there is no budget %s, and a new budget needs a max and a period",
+			u.Name, lease.ErrInvalid, u.Name)
+	}
 	if err != nil {
-		return lease.Budget{}, fmt.Errorf("set budget %s: %w (a new budget needs a max and a period)", u.Name, mapErr(err))
+		return lease.Budget{}, fmt.Errorf("set budget %s: %w", u.Name, mapErr(err))
 	}
 	return b, nil
 }

@@ -40,6 +40,8 @@ type Agent struct {
 	Lease    time.Duration
 	// Limits are the rate limits each of its runs takes a unit of.
 	Limits []string
+	// Budget is the budget its runs spend from; "" for none.
+	Budget string
 }
 
 // Periodic enqueues a task on a schedule.
@@ -390,6 +392,7 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 		Instance: s.cfg.Instance,
 		Lease:    ag.Lease,
 		Limits:   ag.Limits,
+		Budget:   ag.Budget,
 	}, free)
 	var held *lease.HeldError
 	if errors.As(err, &held) {
@@ -422,7 +425,7 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 func (s *Scheduler) hold(a *agentState, h *lease.HeldError) {
 	jitter := time.Duration(rand.Int64N(int64(min(max(h.In/4, 10*time.Millisecond), time.Second))))
 	at := s.now().Add(max(h.In, 0) + jitter)
-	s.logger.Debug("claim held back by a limit", "agent", a.Name, "limit", h.Limit, "next_unit_in", h.In)
+	s.logger.Debug("claim held back", "agent", a.Name, "limit", h.Limit, "budget", h.Budget, "ask_again_in", h.In)
 	s.mu.Lock()
 	a.held = at
 	s.mu.Unlock()

@@ -46,6 +46,18 @@ func (s *Supervisor) Defer(runID int64, d time.Duration) error {
 	return nil
 }
 
+// AgentOf returns the agent of live run id; ErrUnknownRun when the
+// supervisor does not run it.
+func (s *Supervisor) AgentOf(runID int64) (string, error) {
+	s.mu.Lock()
+	c := s.children[runID]
+	s.mu.Unlock()
+	if c == nil {
+		return "", fmt.Errorf("run %d: %w", runID, ErrUnknownRun)
+	}
+	return c.l.Agent, nil
+}
+
 // RunRef names a live run and its task.
 type RunRef struct {
 	RunID, TaskID int64

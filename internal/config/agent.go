@@ -26,7 +26,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
 		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
-		{Name: "output"}, {Name: "limits"}, {Name: "max_deferrals"},
+		{Name: "output"}, {Name: "limits"}, {Name: "max_deferrals"}, {Name: "budget"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
@@ -87,6 +87,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 	d.execSize(attrs, ctx, a)
 	d.limits(attrs, ctx, &a)
 	d.agentLimits(attrs, ctx, &a, d.declared)
+	d.agentBudget(attrs, ctx, &a, d.declaredBudgets)
 	base := d.dir
 	if a.Dir != "" {
 		base = a.Dir

@@ -74,6 +74,7 @@ type Config struct {
 	Periodics     []Periodic    // sorted by name
 	Lanes         []Lane        // sorted by name
 	RateLimits    []RateLimit   // the limit blocks, sorted by name
+	Budgets       []Budget      // the budget blocks, sorted by name
 	Notify        Notify        // the default of the agents' notifications
 	NotifyRetry   NotifyRetry   // how hard notifications are tried
 	UI            *UI           // the ui block; nil when there is none
@@ -109,7 +110,9 @@ type Agent struct {
 	CPUMax    float64
 	// Limits are the rate limits each of its runs takes a unit of at its
 	// claim (limit blocks of the file).
-	Limits    []string
+	Limits []string
+	// Budget is the budget block its runs spend from; "" for none.
+	Budget    string
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
 

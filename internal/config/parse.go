@@ -31,6 +31,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "periodic", LabelNames: []string{"name"}},
 		{Type: "lane", LabelNames: []string{"name"}},
 		{Type: "limit", LabelNames: []string{"name"}},
+		{Type: "budget", LabelNames: []string{"name"}},
 		{Type: "ui"},
 	},
 }
@@ -93,6 +94,8 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	d.notify(content.Attributes, "", d.dir, &c.Notify)
 	c.RateLimits = d.rateLimits(content.Blocks)
 	d.declared = c.RateLimits
+	c.Budgets = d.budgets(content.Blocks)
+	d.declaredBudgets = c.Budgets
 	c.Agents = d.agents(content.Blocks)
 	for i := range c.Agents {
 		c.Agents[i].Notify.inherit(c.Notify)
@@ -118,7 +121,9 @@ type decoder struct {
 	warns      []Problem   // found while decoding, for Config.Warnings
 	block      string      // the block being decoded, as `agent "build"`; "" at the top
 	declared   []RateLimit // the limit blocks, for the agents that name them
-	inner      hcl.Blocks  // the blocks inside it
+	// declaredBudgets are the budget blocks, for the agents that name them.
+	declaredBudgets []Budget
+	inner           hcl.Blocks // the blocks inside it
 }
 
 // top decodes the top-level attributes over the defaults in c.

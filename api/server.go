@@ -469,6 +469,12 @@ func normalize(s *Snapshot) {
 	if s.Unserved == nil {
 		s.Unserved = []UnservedAgent{}
 	}
+	if s.Limits == nil {
+		s.Limits = []Limit{}
+	}
+	if s.Budgets == nil {
+		s.Budgets = []Budget{}
+	}
 }
 
 // trackConn remembers connections that have not sent a byte, so Shutdown

@@ -198,7 +198,7 @@ func TestBudget_StopsRuns(t *testing.T) {
 	body := "budget \"daily\" {\n  max = 10\n  period = \"1d\"\n  timezone = \"Europe/Paris\"\n}\n" +
 		r.agentHCL(agentConf{name: "p", lanes: []string{"pay"}, command: []string{"/bin/sh", "-c", script},
 			extra: "  budget = \"daily\"\n  on_failure = [\"/bin/true\"]\n  notify_on = [\"budget_exhausted\"]"})
-	r.daemon("budget-a", body, testkit.DaemonOptions{})
+	da := r.daemon("budget-a", body, testkit.DaemonOptions{})
 	count := func(sql string) int {
 		var n int
 		r.scalar(&n, sql)
@@ -224,6 +224,9 @@ func TestBudget_StopsRuns(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if n := count(`SELECT count(*) FROM {s}.notifications WHERE event = 'budget_exhausted'`); n != 1 {
 		t.Errorf("budget_exhausted told %d times with two daemons, want once", n)
+	}
+	if bs := da.Status(t).Budgets; len(bs) != 1 || bs[0].Name != "daily" || !bs[0].Exhausted || bs[0].Spent != 10 {
+		t.Errorf("qd status shows budgets %+v, want daily spent 10 of 10", bs)
 	}
 	out := testkit.MustQD(t, r.qd, r.url, "budget", "list", "--json")
 	if !strings.Contains(out, `"exhausted": true`) {

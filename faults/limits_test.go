@@ -20,7 +20,7 @@ func TestLimits_ManyClaimers(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	const rate = 10
-	run := 15 * time.Second
+	run := 20 * time.Second
 	if *soak {
 		run = 40 * time.Second
 	}

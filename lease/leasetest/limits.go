@@ -161,6 +161,14 @@ func testLimitHoldAndSpend(t *testing.T, p lease.Provider) {
 	if _, err := p.Claim(ctx, cp); !errors.Is(err, lease.ErrNotFound) {
 		t.Errorf("claim through an unknown limit: %v, want ErrNotFound", err)
 	}
+	mustSetLimit(t, p, "huge", lease.MaxLimitRate, time.Second, lease.MaxLimitBurst)
+	mustEnqueue(t, p, task("huge-lane", "spender"))
+	cp = claimIn("huge-lane")
+	cp.Limits = []string{"huge"}
+	MustClaim(t, p, cp)
+	if l := mustLimit(t, p, "huge"); l.Available < lease.MaxLimitBurst {
+		t.Errorf("a limit at the largest rate and burst has %d units after one claim, want at least %d", l.Available, lease.MaxLimitBurst)
+	}
 	burst := 2
 	if _, err := p.SetLimit(ctx, lease.LimitUpdate{Name: "slow", Rate: 0, Per: time.Minute, Burst: &burst}); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("set limit with rate 0: %v, want ErrInvalid", err)

@@ -78,7 +78,7 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY SELECT c.*, NULL::text, NULL::timestamptz, NULL::interval, NULL::numeric, NULL::numeric
-    FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, least(p_n, coalesce(v_scarce.units, p_n)),
+    FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, least(p_n, coalesce(v_scarce.units, p_n))::int,
                           p_token) c;
     GET DIAGNOSTICS v_got = ROW_COUNT;
     IF v_got > 0 THEN

@@ -32,17 +32,24 @@ RETURNS TABLE (task_id bigint, run_id bigint, lane text, agent text, attempt int
 LANGUAGE plpgsql SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
-    v_missing text;
     v_now     timestamptz;
     v_got     int;
-    v_scarce  record;
+    v_units   bigint;
+    v_u       bigint;
+    v_row     {{schema}}.limits;
+    v_rows    {{schema}}.limits[] := '{}';
     v_budget  record;
 BEGIN
-    PERFORM FROM {{schema}}.limits l WHERE l.name = ANY (p_limits) ORDER BY l.name FOR UPDATE;
-    SELECT x.name INTO v_missing FROM unnest(p_limits) x(name)
-    WHERE NOT EXISTS (SELECT FROM {{schema}}.limits l WHERE l.name = x.name) LIMIT 1;
-    IF v_missing IS NOT NULL THEN
-        RAISE EXCEPTION 'limit "%" is not declared: add a limit block to a daemon''s config, or run qd limit set', v_missing
+    -- One statement locks the limits' rows and reads them as they are once
+    -- locked (a row updated by the claim it waited for is read again).
+    FOR v_row IN SELECT l.* FROM {{schema}}.limits l
+                 WHERE l.name = ANY (p_limits) ORDER BY l.name FOR UPDATE LOOP
+        v_rows := v_rows || v_row; -- counted once the clock is read, after every lock
+    END LOOP;
+    IF cardinality(v_rows) < cardinality(p_limits) THEN
+        RAISE EXCEPTION 'limit "%" is not declared: add a limit block to a daemon''s config, or run qd limit set',
+            (SELECT x.name FROM unnest(p_limits) x(name)
+             WHERE NOT EXISTS (SELECT FROM {{schema}}.limits l WHERE l.name = x.name) LIMIT 1)
             USING ERRCODE = 'no_data_found';
     END IF;
     IF p_token IS NOT NULL AND EXISTS (SELECT FROM {{schema}}.runs r WHERE r.claim_token = p_token) THEN
@@ -67,18 +74,22 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    SELECT l.name, {{schema}}.limit_units(l.tat, v_now, l.emission, l.burst) AS units,
-           l.tat - l.burst * l.emission AS due
-    INTO v_scarce
-    FROM {{schema}}.limits l WHERE l.name = ANY (p_limits)
-    ORDER BY 2, 1 LIMIT 1;
-    IF v_scarce.units < 1 THEN  -- NULL without limits: go on
-        task_id := NULL; held_by := v_scarce.name; held_until := v_scarce.due; held_for := v_scarce.due - v_now;
+    -- The scarcest limit says how many runs may be made; a limit with no
+    -- unit holds the claim back until the latest such limit's next unit.
+    FOREACH v_row IN ARRAY v_rows LOOP
+        v_u := {{schema}}.limit_units(v_row.tat, v_now, v_row.emission, v_row.burst);
+        v_units := least(v_units, v_u);
+        IF v_u < 1 AND (held_by IS NULL OR v_row.tat - v_row.burst * v_row.emission > held_until) THEN
+            held_by := v_row.name; held_until := v_row.tat - v_row.burst * v_row.emission;
+        END IF;
+    END LOOP;
+    IF held_by IS NOT NULL THEN
+        held_for := held_until - v_now;
         RETURN NEXT;
         RETURN;
     END IF;
     RETURN QUERY SELECT c.*, NULL::text, NULL::timestamptz, NULL::interval, NULL::numeric, NULL::numeric
-    FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, least(p_n, coalesce(v_scarce.units, p_n))::int,
+    FROM {{schema}}.claim(p_lanes, p_agent, p_owner, p_instance, p_lease, least(p_n, coalesce(v_units, p_n))::int,
                           p_token) c;
     GET DIAGNOSTICS v_got = ROW_COUNT;
     IF v_got > 0 THEN

@@ -240,3 +240,34 @@ func TestBudget_StopsRuns(t *testing.T) {
 		f.limits = append(f.limits, fmt.Sprintf("budget 10, runs reporting 1.0, parallel 1: %d runs in the period, budget_exhausted told once over 2 daemons", runs))
 	})
 }
+
+// Ensure that with parallel 4 a budget of 10 starts at most 10 runs plus
+// those in flight when it was reached (3 more here), as docs/limits.md
+// says, and at least the 10 it allows.
+func TestBudget_ParallelBound(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.exec(fmt.Sprintf(`INSERT INTO %s.lanes (name, max_running) VALUES ('pay4', 10)`, r.schema))
+	for range 20 {
+		r.enqueue("pay4", "p", `{}`, 3)
+	}
+	script := r.qd + ` usage 1.0 || exit 9; sleep 0.3`
+	body := "budget \"daily\" {\n  max = 10\n  period = \"1d\"\n}\n" +
+		r.agentHCL(agentConf{name: "p", lanes: []string{"pay4"}, parallel: 4, command: []string{"/bin/sh", "-c", script},
+			extra: "  budget = \"daily\""})
+	r.daemon("budget-4", body, testkit.DaemonOptions{})
+	var runs int
+	testkit.Eventually(t, 40*time.Second, "the budget spent", func() bool {
+		var spent float64
+		r.scalar(&spent, `SELECT coalesce(sum(amount), 0)::float8 FROM {s}.budget_usage`)
+		return spent >= 10
+	})
+	time.Sleep(4 * time.Second)
+	r.scalar(&runs, `SELECT count(*) FROM {s}.runs`)
+	if runs < 10 || runs > 13 {
+		t.Errorf("%d runs started under a budget of 10 at parallel 4, want 10 to 13 (10 plus the 3 in flight)", runs)
+	}
+	fig.add(func(f *figures) {
+		f.limits = append(f.limits, fmt.Sprintf("budget 10, parallel 4: %d runs in the period", runs))
+	})
+}

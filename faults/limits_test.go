@@ -2,6 +2,9 @@ package faults
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -270,4 +273,44 @@ func TestBudget_ParallelBound(t *testing.T) {
 	fig.add(func(f *figures) {
 		f.limits = append(f.limits, fmt.Sprintf("budget 10, parallel 4: %d runs in the period", runs))
 	})
+}
+
+// Ensure a child's `qd spend` takes its units from the limit for every
+// claimer (the limit owes them, and the next claim waits), that spending
+// on a limit that does not exist exits 2, and that the socket refuses a
+// spend from outside a run.
+func TestSpend_FromChild(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.enqueue("spend", "s", `{}`, 1)
+	script := fmt.Sprintf(`%[1]s spend tok 30 > %[2]s/spent || exit 9
+%[1]s spend nosuch 1 2> %[2]s/nosuch; echo $? > %[2]s/nosuch.code`, r.qd, r.dir)
+	body := "limit \"tok\" {\n  rate = \"60/1m\"\n}\n" +
+		r.agentHCL(agentConf{name: "s", lanes: []string{"spend"}, command: []string{"/bin/sh", "-c", script},
+			extra: `  limits = ["tok"]`})
+	d := r.daemon("spender", body, testkit.DaemonOptions{})
+	r.waitStates("done", nil, 30*time.Second)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(r.dir, name))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("spent"); got != "tok: -30 available" {
+		t.Errorf("qd spend tok 30 printed %q, want \"tok: -30 available\" (the claim's unit and 30 more)", got)
+	}
+	if code, msg := read("nosuch.code"), read("nosuch"); code != "2" || !strings.Contains(msg, `limit "nosuch" is not declared`) {
+		t.Errorf("qd spend nosuch 1: exit %s, %q; want 2 saying it is not declared", code, msg)
+	}
+	out := testkit.MustQD(t, r.qd, r.url, "limit", "list", "--json")
+	if !strings.Contains(out, `"available": -`) {
+		t.Errorf("qd limit list after the spend does not show the debt:\n%s", out)
+	}
+	cmd := exec.Command(r.qd, "spend", "tok", "1")
+	cmd.Env = append(testkit.Environ(), "QD_SOCKET="+d.Socket)
+	out2, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "only a run may report what it spent") {
+		t.Errorf("qd spend from outside a run through the socket: %v, %q; want it refused", err, out2)
+	}
 }

@@ -174,6 +174,26 @@ agent "hello" {
   # `qd enqueue` sets its own. Default: 3.
   max_attempts = 3
 
+  # A child told "try later" (a 429) exits 75 (EX_TEMPFAIL), after
+  # `qd defer 30s` to say when: its task is queued again then, or after
+  # retry_backoff without `qd defer`, and the attempt is not counted. A
+  # task deferred this many times fails its next deferral instead, as a
+  # failed exit would. Default: 100.
+  # max_deferrals = 100
+
+  # Rate limits (limit blocks below) each run takes one unit of at its
+  # claim, in the claim's transaction: across every daemon and `qd claim`
+  # script, no window of a limit's period starts more runs than its rate
+  # plus burst (docs/limits.md). A run spends more with `qd spend NAME N`.
+  # Default: none.
+  # limits = ["llm-api"]
+
+  # The budget block (below) its runs spend from: a run reports what it
+  # spent with `qd usage 0.12`, and once the period's total reaches the
+  # budget's max no run of its agents starts until the next period (runs
+  # in flight finish). Default: none.
+  # budget = "llm-daily"
+
   # Bounds on each run's cgroup: memory (bytes, or with K, M, G or T,
   # powers of 1024; memory.max) and CPUs (cpu.max; 0.5 is half of one).
   # Only where qd gives runs cgroups and the controller is enabled for
@@ -289,6 +309,34 @@ lane "default" {
   # Default: leave as it is.
   # paused = false
 }
+
+# A rate limit shared by every daemon and `qd claim --limit` script of the
+# queue (docs/limits.md), written to the queue at start and on every reload,
+# as lane blocks are; `qd limit set` changes it live. Agents name it in
+# their limits.
+# limit "llm-api" {
+#   # At most this many units in any window of the period: UNITS/PERIOD.
+#   rate = "60/1m"
+#
+#   # Units that may be taken beyond the steady rate, at once after a quiet
+#   # spell. Default: 0.
+#   burst = 10
+# }
+
+# A budget: what the runs of the agents that name it may spend in each
+# calendar period, in the unit they report (dollars, tokens, anything),
+# across every daemon (docs/limits.md). Written to the queue at start and
+# on every reload; `qd budget set` changes it live.
+# budget "llm-daily" {
+#   # The most the period's runs may report (qd usage) before no more start.
+#   max = 5.00
+#
+#   # 1h, 1d, 1w (from Monday) or 1mo: calendar periods in timezone.
+#   period = "1d"
+#
+#   # Default: "UTC".
+#   timezone = "UTC"
+# }
 
 # The web dashboard (docs/ui.md), served by the daemon itself; `qd ui` serves
 # the same pages as a command of its own. No block: no dashboard. Changes

@@ -117,6 +117,30 @@ func ownRunTo(what string) rule {
 	}
 }
 
+// inRun lets runs alone through: what a run reports of its own work
+// (units it spent) means nothing from outside one.
+func inRun(_ *Server, c Caller, _ *http.Request) error {
+	if c.Operator() {
+		return refusef("only a run may report what it spent: this is for agents, from inside a run (QD_SOCKET and QD_RUN_TOKEN set)")
+	}
+	return nil
+}
+
+// ownDefer lets a run defer itself alone.
+func ownDefer(_ *Server, c Caller, r *http.Request) error { return self(c, r, "defer") }
+
+// ownUsage lets a run report its own usage alone.
+func ownUsage(_ *Server, c Caller, r *http.Request) error { return self(c, r, "report usage for") }
+
+// self refuses a run that would do what to another run.
+func self(c Caller, r *http.Request, what string) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if c.Operator() || err != nil || id == c.RunID {
+		return nil
+	}
+	return refusef("run %d may %s only itself, not run %d", c.RunID, what, id)
+}
+
 // ownTasks lets a run cancel its own task and the tasks it enqueued
 // (parent_run is the run), no other.
 func ownTasks(s *Server, c Caller, r *http.Request) error {

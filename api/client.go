@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrNotRunning is matched (errors.Is) by a Client's error when nothing
@@ -87,6 +88,49 @@ func (c Client) Wake(ctx context.Context, agent string) error {
 		return err
 	}
 	return fmt.Errorf("wake agent %s: %w", agent, err)
+}
+
+// Defer asks the daemon that, should the child of run id exit 75, its
+// task be tried again after d. The error matches ErrUnknownRun when the
+// daemon does not run it.
+func (c Client) Defer(ctx context.Context, runID int64, d time.Duration) error {
+	body, err := json.Marshal(DeferRequest{Seconds: d.Seconds()})
+	if err != nil {
+		return err
+	}
+	if err := c.send(ctx, http.MethodPost, DeferPath(runID), body, nil); err != nil {
+		return fmt.Errorf("defer run %d: %w", runID, err)
+	}
+	return nil
+}
+
+// Usage reports what run id spent. The error matches ErrUnknownRun when
+// the daemon does not run it, ErrBadRequest for an amount out of range.
+func (c Client) Usage(ctx context.Context, runID int64, req UsageRequest) (UsageReported, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return UsageReported{}, err
+	}
+	var out UsageReported
+	if err := c.send(ctx, http.MethodPost, UsagePath(runID), body, &out); err != nil {
+		return UsageReported{}, fmt.Errorf("report usage of run %d: %w", runID, err)
+	}
+	return out, nil
+}
+
+// Spend takes units of limit name for the run whose token c carries (or
+// whose process sends it). The error matches ErrUnknownLimit, ErrRefused
+// outside a run, or ErrBadRequest.
+func (c Client) Spend(ctx context.Context, name string, units int64) (Limit, error) {
+	body, err := json.Marshal(SpendRequest{Units: units})
+	if err != nil {
+		return Limit{}, err
+	}
+	var out Limit
+	if err := c.send(ctx, http.MethodPost, SpendPath(name), body, &out); err != nil {
+		return Limit{}, fmt.Errorf("spend %d units of limit %s: %w", units, name, err)
+	}
+	return out, nil
 }
 
 // Enqueue adds a task to the daemon's own queue. The error matches
@@ -194,6 +238,8 @@ func (c Client) answer(resp *http.Response, path string, out any) error {
 		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownTask}
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/runs/"):
 		return fmt.Errorf("daemon at %s: %w", c.Path, ErrUnknownRun)
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/limits/"):
+		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownLimit}
 	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/v1/agents/"):
 		return &wordsError{daemon: c.Path, msg: words(), is: ErrUnknownAgent}
 	case resp.StatusCode == http.StatusBadRequest:

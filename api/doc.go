@@ -24,6 +24,12 @@
 //	                                          enqueued
 //	POST    /v1/agents/{name}/wake    yes     anyone                 204; 404 naming the agents it runs
 //	POST    /v1/tasks                 yes     anyone                 200, an Enqueued; 400 for an invalid task
+//	POST    /v1/runs/{id}/defer       yes     operator; run: itself  204: exit 75 then defers by that; 404 when
+//	                                                                 the daemon does not run it
+//	POST    /v1/runs/{id}/usage       yes     operator; run: itself  200, a UsageReported; 404 when the daemon
+//	                                                                 does not run it; 400 amount not from 0
+//	POST    /v1/limits/{name}/spend   yes     runs only              200, the Limit; 404 no such limit;
+//	                                                                 400 units not from 1 to 2^31
 //	GET     /v1/metrics               no      anyone                 200, Prometheus text format (docs/metrics.md)
 //	POST    /v1/runs/{id}/result      yes     operator; run: itself  204; 400 not JSON or past 1 MiB; 404 not run here
 //	GET     /v1/runs/{id}/parents     no      operator; run: itself  200, the results of the tasks its task waited
@@ -55,7 +61,8 @@
 // sent from another run's process, and a peer that is gone are refused. The
 // operator may do everything; each route's rule (route.who) decides what a
 // run may: progress, a result and its parents' results for itself only,
-// cancel of its own task and those it enqueued only; the daemon refuses
+// cancel of its own task and those it enqueued only; a spend is a run's
+// alone; the daemon refuses
 // an enqueue by a run after a task that is neither (Daemon.Enqueue). A refusal is 403 with one line saying what is allowed,
 // matching ErrRefused at the client; the server logs it with the peer's
 // pid and run, and the daemon logs every write with them.

@@ -58,6 +58,8 @@ type Task struct {
 	// Result is what the run that completed the task stored; null before,
 	// without one, and in listings (read one task for it).
 	Result json.RawMessage `json:"result"`
+	// Deferrals counts the runs that deferred the task (exit 75).
+	Deferrals int `json:"deferrals"`
 }
 
 // Link is a task at the other end of a dependency: one the task waits
@@ -84,6 +86,7 @@ func TaskOf(t lease.Task) Task {
 		LastSummary: t.LastSummary, CancelRequested: t.CancelRequested,
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, FinishedAt: When(t.FinishedAt),
 		Payload: payload, PayloadNote: note, After: t.After, AfterAny: t.AfterAny, Result: t.Result,
+		Deferrals: t.Deferrals,
 	}
 	if out.After == nil {
 		out.After = []int64{}
@@ -122,6 +125,13 @@ type Run struct {
 	// when it ended; null where it had none, or while it runs.
 	CPUSeconds      *float64 `json:"cpu_seconds"`
 	MemoryPeakBytes *int64   `json:"memory_peak_bytes"`
+	// Deferred says the run deferred its task: it exited 75 and the task
+	// was queued again for later, its attempt not counted.
+	Deferred bool `json:"deferred"`
+	// Usage is what the run reported it spent (qd usage), null when it
+	// reported nothing; UsageNote the last note it gave.
+	Usage     *float64 `json:"usage"`
+	UsageNote string   `json:"usage_note"`
 }
 
 // RunOf is r on the wire.
@@ -132,7 +142,8 @@ func RunOf(r lease.Run) Run {
 		LastHeartbeatAt: r.LastHeartbeatAt, LeaseExpiresAt: r.LeaseExpiresAt,
 		FinishedAt: When(r.FinishedAt), ExitCode: r.ExitCode, Signal: r.Signal,
 		Summary: r.Summary, LogError: r.LogError, CancelRequested: r.CancelRequested,
-		CPUSeconds: seconds(r.CPUTime), MemoryPeakBytes: r.MemoryPeak,
+		CPUSeconds: seconds(r.CPUTime), MemoryPeakBytes: r.MemoryPeak, Deferred: r.Deferred,
+		Usage: r.Usage, UsageNote: r.UsageNote,
 	}
 	if r.State == lease.RunRunning {
 		silent, left := r.SilentSeconds, r.LeaseLeft.Seconds()
@@ -260,6 +271,58 @@ type AgentPause struct {
 // AgentPauseOf is a on the wire.
 func AgentPauseOf(a lease.AgentPause) AgentPause {
 	return AgentPause{Agent: a.Agent, PausedAt: a.At, SetBy: a.SetBy}
+}
+
+// Limit is a rate limit (docs/limits.md): its rate as written
+// ("60/1m"), its burst, the units it has now (negative when runs spent
+// more than it had) and when the next is due (null when it is full), who
+// set it last and the agents that use it.
+type Limit struct {
+	Name       string     `json:"name"`
+	Rate       string     `json:"rate"`
+	Burst      int        `json:"burst"`
+	Available  int        `json:"available"`
+	NextUnitAt *time.Time `json:"next_unit_at"`
+	Agents     []string   `json:"agents"`
+	SetBy      string     `json:"set_by"`
+}
+
+// LimitOf is l on the wire.
+func LimitOf(l lease.Limit) Limit {
+	agents := l.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return Limit{Name: l.Name, Rate: lease.FormatRate(l.Rate, l.Per), Burst: l.Burst, Available: l.Available,
+		NextUnitAt: When(l.NextUnitAt), Agents: agents, SetBy: l.SetBy}
+}
+
+// Budget is a budget (docs/limits.md) and its current period: what the
+// period's runs reported (spent), when the period started and the next
+// starts, and when it was spent (null while it is not).
+type Budget struct {
+	Name        string     `json:"name"`
+	Max         float64    `json:"max"`
+	Period      string     `json:"period"`
+	Timezone    string     `json:"timezone"`
+	Spent       float64    `json:"spent"`
+	Exhausted   bool       `json:"exhausted"`
+	PeriodStart time.Time  `json:"period_start"`
+	PeriodEnd   time.Time  `json:"period_end"`
+	ExhaustedAt *time.Time `json:"exhausted_at"`
+	Agents      []string   `json:"agents"`
+	SetBy       string     `json:"set_by"`
+}
+
+// BudgetOf is b on the wire.
+func BudgetOf(b lease.Budget) Budget {
+	agents := b.Agents
+	if agents == nil {
+		agents = []string{}
+	}
+	return Budget{Name: b.Name, Max: b.Max, Period: b.Period, Timezone: b.Timezone, Spent: b.Spent,
+		Exhausted: b.Exhausted(), PeriodStart: b.PeriodStart, PeriodEnd: b.PeriodEnd, ExhaustedAt: When(b.ExhaustedAt),
+		Agents: agents, SetBy: b.SetBy}
 }
 
 // Lease is what a claim hands out (`qd claim`): the run, its task's

@@ -47,6 +47,18 @@ type Daemon interface {
 	// task is invalid, ErrRefused when a run makes it wait for a task
 	// that is neither its own nor one it enqueued.
 	Enqueue(ctx context.Context, req EnqueueRequest) (Enqueued, error)
+	// Defer records that the child of run id, should it exit 75, asks
+	// for its task to be tried again after d; an error matching
+	// ErrUnknownRun when the daemon does not run it.
+	Defer(ctx context.Context, runID int64, d time.Duration) error
+	// Usage adds what run id reported it spent to the run and its
+	// agent's budget; an error matching ErrUnknownRun when the daemon
+	// does not run it, ErrBadRequest for an amount out of range.
+	Usage(ctx context.Context, runID int64, req UsageRequest) (UsageReported, error)
+	// Spend takes units of limit name for the caller's run (CallerOf); an
+	// error matching ErrUnknownLimit when there is no such limit, and
+	// ErrBadRequest for units out of range.
+	Spend(ctx context.Context, name string, units int64) (Limit, error)
 	// Metrics is the handler of GET /v1/metrics, the Prometheus
 	// exposition; nil answers 404.
 	Metrics() http.Handler
@@ -230,6 +242,9 @@ func (s *Server) routes() []route {
 		{"POST " + cancelPattern, s.handleCancel, 0, ownTasks},
 		{"POST " + wakePattern, s.handleWake, 0, anyone},
 		{"POST " + TasksPath, s.handleEnqueue, maxEnqueueBytes, anyone},
+		{"POST " + deferPattern, s.handleDefer, 0, ownDefer},
+		{"POST " + usagePattern, s.handleUsage, 0, ownUsage},
+		{"POST " + spendPattern, s.handleSpend, 0, inRun},
 		{"GET " + MetricsPath, s.handleMetrics, 0, anyone},
 		{"POST " + resultPattern, s.handleResult, maxResultBytes, ownRunTo("store a result")},
 		{"GET " + parentsPattern, s.handleParents, 0, ownRunTo("read the results of the tasks it waited for")},
@@ -323,6 +338,66 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, res)
 }
 
+func (s *Server) handleDefer(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	var req DeferRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the deferral: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := time.Duration(req.Seconds * float64(time.Second))
+	if req.Seconds <= 0 || d > MaxDefer {
+		http.Error(w, fmt.Sprintf("a deferral is more than 0 s and at most %s, got %g s", MaxDefer, req.Seconds), http.StatusBadRequest)
+		return
+	}
+	if err := s.d.Defer(r.Context(), id, d); err != nil {
+		fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "run")
+	if !ok {
+		return
+	}
+	var req UsageRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the usage: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := s.d.Usage(r.Context(), id, req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeJSON(w, r, res)
+}
+
+func (s *Server) handleSpend(w http.ResponseWriter, r *http.Request) {
+	var req SpendRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "decode the spend: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	l, err := s.d.Spend(r.Context(), r.PathValue("name"), req.Units)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	s.writeJSON(w, r, l)
+}
+
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	h := s.d.Metrics()
 	if h == nil {
@@ -352,7 +427,8 @@ func fail(w http.ResponseWriter, err error) {
 		code = http.StatusForbidden
 	case errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
-	case errors.Is(err, ErrUnknownRun), errors.Is(err, ErrUnknownAgent), errors.Is(err, ErrUnknownTask):
+	case errors.Is(err, ErrUnknownRun), errors.Is(err, ErrUnknownAgent), errors.Is(err, ErrUnknownTask),
+		errors.Is(err, ErrUnknownLimit):
 		code = http.StatusNotFound
 	case errors.Is(err, ErrConflict):
 		code = http.StatusConflict
@@ -392,6 +468,12 @@ func normalize(s *Snapshot) {
 	}
 	if s.Unserved == nil {
 		s.Unserved = []UnservedAgent{}
+	}
+	if s.Limits == nil {
+		s.Limits = []Limit{}
+	}
+	if s.Budgets == nil {
+		s.Budgets = []Budget{}
 	}
 }
 

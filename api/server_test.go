@@ -79,6 +79,16 @@ func (f fakeDaemon) ParentResults(_ context.Context, runID int64) (map[int64]jso
 	return map[int64]json.RawMessage{3: json.RawMessage(`{"a":1}`), 4: nil}, nil
 }
 
+func (f fakeDaemon) Defer(context.Context, int64, time.Duration) error { return ErrUnknownRun }
+
+func (f fakeDaemon) Usage(context.Context, int64, UsageRequest) (UsageReported, error) {
+	return UsageReported{}, ErrUnknownRun
+}
+
+func (f fakeDaemon) Spend(context.Context, string, int64) (Limit, error) {
+	return Limit{}, ErrUnknownLimit
+}
+
 func (f fakeDaemon) Status(ctx context.Context) Snapshot {
 	f.called()
 	if f.status == nil {

@@ -28,6 +28,10 @@ type Snapshot struct {
 	Agents        []AgentStatus  `json:"agents"`
 	Runs          []LiveRun      `json:"runs"`
 	Lanes         []LaneStatus   `json:"lanes"`
+	// Limits and Budgets are the rate limits and budgets the daemon's
+	// agents use, with their state (docs/limits.md).
+	Limits  []Limit  `json:"limits"`
+	Budgets []Budget `json:"budgets"`
 	// ConfigError is the error of the last failed reload, empty when the
 	// configuration in force is the one last read.
 	ConfigError string `json:"config_error,omitempty"`

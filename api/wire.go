@@ -25,6 +25,16 @@ const (
 	// TasksPath takes POST with an EnqueueRequest: add a task to the
 	// daemon's queue; answers an Enqueued.
 	TasksPath = "/v1/tasks"
+	// deferPattern takes POST with a DeferRequest: should the child of run
+	// {id} exit 75, its task is tried again after that delay (see
+	// DeferPath).
+	deferPattern = "/v1/runs/{id}/defer"
+	// usagePattern takes POST with a UsageRequest: the child of run {id}
+	// spent that much (see UsagePath); answers a UsageReported.
+	usagePattern = "/v1/runs/{id}/usage"
+	// spendPattern takes POST with a SpendRequest: take units of limit
+	// {name} after the fact; answers the Limit (see SpendPath).
+	spendPattern = "/v1/limits/{name}/spend"
 	// MetricsPath answers GET with the daemon's Prometheus metrics in the
 	// text format (docs/metrics.md).
 	MetricsPath = "/v1/metrics"
@@ -112,6 +122,48 @@ func CancelPath(taskID int64) string {
 
 // WakePath is the path that wakes agent.
 func WakePath(agent string) string { return "/v1/agents/" + url.PathEscape(agent) + "/wake" }
+
+// DeferPath is the path a child posts a DeferRequest to for run id.
+func DeferPath(runID int64) string { return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/defer" }
+
+// DeferRequest is how long a run's task should wait before it is tried
+// again, once its child exits 75 (EX_TEMPFAIL): "retry after 30 s".
+type DeferRequest struct {
+	Seconds float64 `json:"seconds"`
+}
+
+// MaxDefer caps a deferral's delay.
+const MaxDefer = 30 * 24 * time.Hour
+
+// UsagePath is the path a child posts a UsageRequest to for run id.
+func UsagePath(runID int64) string { return "/v1/runs/" + strconv.FormatInt(runID, 10) + "/usage" }
+
+// UsageRequest is what a run spent, in the unit its budget counts
+// (dollars, tokens), with an optional note ("1,520 tokens").
+type UsageRequest struct {
+	Amount float64 `json:"amount"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// UsageReported answers a UsageRequest: the run, and its agent's budget
+// after the report (null when the agent has none).
+type UsageReported struct {
+	RunID  int64   `json:"run_id"`
+	Budget *Budget `json:"budget"`
+}
+
+// SpendPath is the path a run posts a SpendRequest to for limit name.
+func SpendPath(name string) string { return "/v1/limits/" + url.PathEscape(name) + "/spend" }
+
+// SpendRequest is what a run spent of a limit after its claim's unit: the
+// tokens of a language model's answer, say.
+type SpendRequest struct {
+	Units int64 `json:"units"`
+}
+
+// ErrUnknownLimit: no limit of the name in a spend. The server answers
+// 404; the client's error matches it again.
+var ErrUnknownLimit = errors.New("no such limit")
 
 // ErrUnknownAgent: the daemon runs no agent of the name in a wake. The
 // server answers 404 with the agents it runs; the client's error matches

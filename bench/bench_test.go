@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 17, "fleet": 22, "children": 17}
+	want := map[string]int{"claim": 18, "claim_many": 24, "claim_limit": 8, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 17, "fleet": 22, "children": 17}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		if s.ID == "e2e" && strings.Contains(s.Shape, "River not measured") {
@@ -62,6 +62,7 @@ func TestRun(t *testing.T) {
 		{"depth", "50,000 queued", "p99_ms"},
 		{"claim_many", "ClaimMany(8), any lane, 16 claimers", "tasks_per_second"},
 		{"any_lane", "ClaimMany(8), any lane, 10,000 lanes", "p99_ms"},
+		{"claim_limit", "qd Claim through a limit, 1 claimer", "p50_ms"},
 		{"history", "100,000 finished", "p99_ms"},
 		{"soak", "runs", "hot_update_share"},
 		{"e2e", "qd run, 64 lanes of limit 1", "tasks_per_second"},

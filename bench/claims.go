@@ -88,6 +88,9 @@ func (b *runner) claims(ctx context.Context) error {
 	if err := b.claimMany(ctx, f); err != nil {
 		return err
 	}
+	if err := b.limited(ctx, f); err != nil {
+		return err
+	}
 	if err := b.anyLane(ctx, f); err != nil {
 		return err
 	}

@@ -12,6 +12,9 @@
 //   - claim: the baseline and qd's Claim at 1, 4 and 16 concurrent
 //     claimers, claims/s and latency p50/p99;
 //   - claim_many: ClaimMany of 8 tasks per call, tasks/s;
+//   - claim_limit: qd's Claim through a rate limit no claimer reaches,
+//     against the same claim without one, at 1 and 16 claimers: the cost
+//     of taking a unit in the claim's transaction (docs/limits.md);
 //   - cycle: a claim then the completion of its run, cycles/s;
 //   - heartbeat: single and batched (100 per call) heartbeats/s, and the
 //     share of the machine that 1,000 live runs beating once a second take;

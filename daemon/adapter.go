@@ -104,7 +104,8 @@ func spec(conf *config.Config, a *config.Agent) supervisor.Spec {
 		Agent: a.Name, Command: a.Command, Dir: a.Dir, Env: env,
 		Lease: a.Lease, Heartbeat: a.Heartbeat, Timeout: a.Timeout,
 		StallTimeout: a.StallTimeout, KillGrace: a.KillGrace, RetryBackoff: a.RetryBackoff,
-		Limits: limitsOf(a), User: credentialOf(a), Workdir: a.Workdir == config.WorkdirFresh,
+		MaxDeferrals: a.MaxDeferrals,
+		Limits:       limitsOf(a), User: credentialOf(a), Workdir: a.Workdir == config.WorkdirFresh,
 		KeepWorkdir: a.KeepWorkdir, Box: boxOf(conf, a), MergeOutput: a.Output == config.OutputMerged,
 	}
 }
@@ -114,7 +115,7 @@ func schedulerAgents(conf *config.Config) []scheduler.Agent {
 	for _, a := range conf.Agents {
 		out = append(out, scheduler.Agent{
 			Name: a.Name, Schedule: a.Sched, Spec: a.Schedule,
-			Lanes: a.Lanes, Parallel: a.Parallel, Lease: a.Lease,
+			Lanes: a.Lanes, Parallel: a.Parallel, Lease: a.Lease, Limits: a.Limits, Budget: a.Budget,
 		})
 	}
 	return out

@@ -172,3 +172,63 @@ func (d *daemon) mayWaitFor(ctx context.Context, after []int64) error {
 	}
 	return nil
 }
+
+// Spend is POST /v1/limits/{name}/spend: the caller's run spent units of
+// a limit after its claim's unit (tokens, say), taken from the limit at
+// once for every daemon.
+func (d *daemon) Spend(ctx context.Context, name string, units int64) (api.Limit, error) {
+	if err := lease.CheckSpend(name, units); err != nil {
+		return api.Limit{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	l, err := d.queue.Spend(ctx, name, units)
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return api.Limit{}, fmt.Errorf("%w: limit %q is not declared: no limit block or `qd limit set` made it", api.ErrUnknownLimit, name)
+	case err != nil:
+		return api.Limit{}, err
+	}
+	d.logger.Debug("spend through the socket", append([]any{"limit", name, "units", units, "available", l.Available},
+		peer(ctx)...)...)
+	return api.LimitOf(l), nil
+}
+
+// Defer is POST /v1/runs/{id}/defer: the child of the run was told "try
+// later" and will exit 75; its task waits d rather than retry_backoff.
+func (d *daemon) Defer(ctx context.Context, runID int64, delay time.Duration) error {
+	err := d.sup.Defer(runID, delay)
+	if errors.Is(err, supervisor.ErrUnknownRun) {
+		return fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	if err == nil {
+		d.logger.Debug("deferral asked through the socket", append([]any{"run_id", runID, "delay", delay}, peer(ctx)...)...)
+	}
+	return err
+}
+
+// Usage is POST /v1/runs/{id}/usage: the run spent req.Amount, added to
+// the run and, when its agent has a budget, to the budget's period.
+func (d *daemon) Usage(ctx context.Context, runID int64, req api.UsageRequest) (api.UsageReported, error) {
+	if err := lease.CheckUsage(req.Amount); err != nil {
+		return api.UsageReported{}, fmt.Errorf("%w: %v", api.ErrBadRequest, err)
+	}
+	agent, err := d.sup.AgentOf(runID)
+	if err != nil {
+		return api.UsageReported{}, fmt.Errorf("run %d: %w", runID, api.ErrUnknownRun)
+	}
+	u := lease.Usage{RunID: runID, Amount: req.Amount, Note: req.Note}
+	if a := d.config().Agent(agent); a != nil {
+		u.Budget = a.Budget
+	}
+	b, err := d.queue.RecordUsage(ctx, u)
+	if err != nil {
+		return api.UsageReported{}, err
+	}
+	res := api.UsageReported{RunID: runID}
+	if u.Budget != "" {
+		wire := api.BudgetOf(b)
+		res.Budget = &wire
+	}
+	d.logger.Debug("usage reported through the socket", append([]any{"run_id", runID, "amount", req.Amount,
+		"budget", u.Budget}, peer(ctx)...)...)
+	return res, nil
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/qd-run/qd/internal/config"
+	"github.com/qd-run/qd/lease"
 )
 
 // laneSetBy is what the lanes a config sets record as their source.
@@ -21,7 +22,7 @@ func (d *daemon) wantLanes() {
 	}
 }
 
-// keepLanes applies the config's lane blocks at start and after every
+// keepLanes applies the config's lane, limit and budget blocks at start and after every
 // reload, retrying while the database cannot be reached, until ctx ends. A
 // lane the config does not name is left as it is; one it names gets the
 // config's settings, whatever `qd lane set` said before.
@@ -61,6 +62,25 @@ func (d *daemon) applyLanes(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", l.Pos(), err)
 		}
 		d.logger.Debug("lane set from the config", "lane", got.Name, "max_running", got.MaxRunning, "paused", got.Paused)
+	}
+	for _, l := range conf.RateLimits {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := d.queue.SetLimit(tctx, l.Update(laneSetBy(conf), conf.LimitAgents(l.Name)))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.Pos(), err)
+		}
+		d.logger.Debug("limit set from the config", "limit", got.Name, "rate", lease.FormatRate(got.Rate, got.Per),
+			"burst", got.Burst)
+	}
+	for _, b := range conf.Budgets {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := d.queue.SetBudget(tctx, b.Update(laneSetBy(conf), conf.BudgetAgents(b.Name)))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.Pos(), err)
+		}
+		d.logger.Debug("budget set from the config", "budget", got.Name, "max", got.Max, "period", got.Period)
 	}
 	return nil
 }

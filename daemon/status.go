@@ -109,6 +109,7 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 			}
 		}
 	}
+	d.spending(ctx, &s)
 	for _, l := range lanes {
 		ls := api.LaneStatus{Name: l.Name, MaxRunning: l.MaxRunning, Paused: l.Paused, Running: l.Running, Queued: l.Queued}
 		if !l.OldestQueued.IsZero() {
@@ -117,6 +118,38 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		s.Lanes = append(s.Lanes, ls)
 	}
 	return s
+}
+
+// spending adds to s the limits and budgets the agents of the config use,
+// as the queue has them now; nothing when it cannot be read.
+func (d *daemon) spending(ctx context.Context, s *api.Snapshot) {
+	conf := d.config()
+	uses := map[string]bool{}
+	for _, a := range conf.Agents {
+		for _, l := range a.Limits {
+			uses["limit "+l] = true
+		}
+		if a.Budget != "" {
+			uses["budget "+a.Budget] = true
+		}
+	}
+	if len(uses) == 0 {
+		return
+	}
+	if ls, err := d.queue.Limits(ctx); err == nil {
+		for _, l := range ls {
+			if uses["limit "+l.Name] {
+				s.Limits = append(s.Limits, api.LimitOf(l))
+			}
+		}
+	}
+	if bs, err := d.queue.Budgets(ctx); err == nil {
+		for _, b := range bs {
+			if uses["budget "+b.Name] {
+				s.Budgets = append(s.Budgets, api.BudgetOf(b))
+			}
+		}
+	}
 }
 
 // liveRun is what the supervisor knows of the run it holds for owner (this

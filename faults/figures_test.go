@@ -55,6 +55,9 @@ type figures struct {
 	// chainGap is the shortest time from the end of a dependent's last
 	// parent to the start of its first run.
 	chainGap time.Duration
+
+	// limits are the rate limit scenarios' figures.
+	limits []string
 }
 
 var fig = &figures{faults: map[string]int{}}
@@ -139,6 +142,9 @@ func (f *figures) report(w io.Writer, code int) {
 		row("notifications", n)
 	}
 	row("notifications lost / told twice", fmt.Sprintf("%d / %d", f.notesLost, f.notesDups))
+	for _, l := range f.limits {
+		row("rate limit", l)
+	}
 	for _, c := range f.clockShifts {
 		row("clock jump", c)
 	}

@@ -113,6 +113,8 @@ type DashboardStore interface {
 	Throughput(ctx context.Context, from, to time.Time, every time.Duration) ([]Bucket, error)
 	LastOutcomes(ctx context.Context, agents []string) ([]Run, error)
 	PeriodicRecords(ctx context.Context) ([]PeriodicRecord, error)
+	Limits(ctx context.Context) ([]Limit, error)
+	Budgets(ctx context.Context) ([]Budget, error)
 }
 
 // Errors of a backend whose schema has versions.

@@ -93,4 +93,19 @@
 // tries it again. Checked by Notify/FailedByReap, Notify/FailedByAbandon,
 // Notify/SettleEvent, Notify/Once, Notify/ClaimOnce, Notify/Retry and
 // Notify/GiveUp.
+//
+// # Limits and budgets
+//
+// A claim that names rate limits (ClaimParams.Limits) takes one unit of
+// each for each run it makes, in its own transaction, by GCRA (Limit); a
+// claim that names a budget (ClaimParams.Budget) makes no run while the
+// budget's period has spent its max. Neither is a share per claimer: the
+// limit and the budget are the provider's, so whatever the number of
+// claimers, no half-open window of a limit's period holds more than rate
+// + burst claimed runs (a closed one at most one more), and a claim held
+// back returns a *HeldError saying when to ask again, having claimed and
+// taken nothing. Checked by Limit/RateUnderRace, Limit/HoldAndSpend and
+// Budget/StopsClaims. A settlement that defers its task
+// (Settlement.Deferred) refunds the attempt up to MaxDeferrals times, then
+// fails the run; checked by Settle/Deferral.
 package lease

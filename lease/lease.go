@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -136,6 +137,9 @@ type Task struct {
 	// Result is the result of the run that completed the task, nil when
 	// none stored one. Filled by Task; listings leave it nil.
 	Result json.RawMessage
+	// Deferrals counts the runs of the task that deferred it (try later
+	// without losing an attempt: Settlement.Deferred).
+	Deferrals int
 }
 
 // Run is one attempt at a task.
@@ -165,6 +169,13 @@ type Run struct {
 	CPUTime         *time.Duration
 	MemoryPeak      *int64
 	CancelRequested bool
+	// Deferred says the run deferred its task: abandoned with its attempt
+	// refunded, its task queued again for later (Settlement.Deferred).
+	Deferred bool
+	// Usage is what the run reported it spent (Provider.RecordUsage),
+	// nil when it reported nothing; UsageNote its last note.
+	Usage     *float64
+	UsageNote string
 	// Computed by the provider from its clock at read time, for live runs.
 	SilentSeconds float64
 	LeaseLeft     time.Duration
@@ -225,6 +236,15 @@ type ClaimParams struct {
 	// outcome is unknown (see Provider.ClaimMany). Empty: the provider
 	// makes one for each call. At most MaxTokenBytes printable ASCII.
 	Token string
+	// Limits are the rate limits each run of the claim takes one unit
+	// of, in the claim's transaction. A claim held back by one of them
+	// claims nothing and returns a *HeldError; ErrNotFound for a limit
+	// that does not exist.
+	Limits []string
+	// Budget, when set, is the budget of the agent whose tasks the claim
+	// takes: when its period's usage has reached its max, the claim
+	// claims nothing and returns a *HeldError naming it ("budget NAME").
+	Budget string
 }
 
 // MaxTokenBytes caps ClaimParams.Token.
@@ -283,6 +303,30 @@ type Settlement struct {
 	// Result is what the run found, JSON (CheckResult), kept with a
 	// completion and ignored with any other outcome.
 	Result json.RawMessage
+	// Deferred defers the task (the child was told "try later"): with
+	// Outcome RunAbandoned, Refund and RetryIn, the run is marked
+	// deferred and the task's deferrals counted, unless the task has
+	// MaxDeferrals already; then the run fails instead, as a failed exit
+	// would (backoff, and the attempt counted).
+	Deferred     bool
+	MaxDeferrals int
+}
+
+// DefaultMaxDeferrals caps the deferrals of a task when the agent sets no
+// max_deferrals.
+const DefaultMaxDeferrals = 100
+
+// Deferral is the settlement of run l deferred for d: abandoned, its
+// attempt refunded, its task queued again after d, at most max times.
+func Deferral(l *Lease, d time.Duration, max int, summary string) Settlement {
+	return Settlement{RunID: l.RunID, ClaimToken: l.ClaimToken, Outcome: RunAbandoned, Refund: true, RetryIn: d,
+		Deferred: true, MaxDeferrals: max, Summary: summary}
+}
+
+// DeferralCapped is the summary a capped deferral's failed run ends
+// with, after its own.
+func DeferralCapped(max int) string {
+	return fmt.Sprintf("; deferred %d times already, the most max_deferrals allows: failed instead", max)
 }
 
 // LaneUpdate changes a lane, creating it when missing. Nil fields stay.
@@ -445,6 +489,29 @@ type Provider interface {
 	// PeriodicLast returns the last recorded tick of name (zero if none).
 	PeriodicLast(ctx context.Context, name string) (time.Time, error)
 
+	// SetLimit creates or changes a rate limit, at once for every
+	// claimer. ErrInvalid for a bad name, rate or burst.
+	SetLimit(ctx context.Context, u LimitUpdate) (Limit, error)
+	// Limits lists every rate limit with its units now, by name.
+	Limits(ctx context.Context) ([]Limit, error)
+	// Spend takes units from limit name after the fact (a run's tokens,
+	// say): the limit may go into debt, which holds later claims back
+	// until it is paid. ErrNotFound for an unknown limit.
+	Spend(ctx context.Context, name string, units int64) (Limit, error)
+
+	// SetBudget creates or changes a budget, at once for every claimer.
+	// ErrInvalid for a bad name, max, period or time zone, or a new
+	// budget without max and period.
+	SetBudget(ctx context.Context, u BudgetUpdate) (Budget, error)
+	// Budgets lists every budget with its current period's usage.
+	Budgets(ctx context.Context) ([]Budget, error)
+	// RecordUsage adds u.Amount to run u.RunID's usage and, with
+	// u.Budget, to that budget's current period. When the period's usage
+	// reaches the budget's max for the first time in the period, it
+	// records the run's EventBudgetExhausted, once per period however
+	// many callers race. ErrNotFound for an unknown run or budget.
+	RecordUsage(ctx context.Context, u Usage) (Budget, error)
+
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
 	Close()
@@ -524,6 +591,17 @@ func ValidateClaim(p *ClaimParams) error {
 	if p.Owner == "" {
 		return fmt.Errorf("%w: claim needs an owner", ErrInvalid)
 	}
+	for _, l := range p.Limits {
+		if !ValidName(l) {
+			return fmt.Errorf("%w: limit %q does not match %s", ErrInvalid, l, LanePattern)
+		}
+	}
+	if p.Budget != "" && !ValidName(p.Budget) {
+		return fmt.Errorf("%w: budget %q does not match %s", ErrInvalid, p.Budget, LanePattern)
+	}
+	if len(p.Limits) > 1 {
+		p.Limits = slices.Compact(slices.Sorted(slices.Values(p.Limits)))
+	}
 	if len(p.Token) > MaxTokenBytes {
 		return fmt.Errorf("%w: claim token is %d bytes, more than %d", ErrInvalid, len(p.Token), MaxTokenBytes)
 	}
@@ -553,6 +631,9 @@ func ValidateSettlement(s Settlement) error {
 	}
 	if s.RetryIn < 0 {
 		return fmt.Errorf("%w: run %d: retry delay %s is negative", ErrInvalid, s.RunID, s.RetryIn)
+	}
+	if s.Deferred && (s.Outcome != RunAbandoned || !s.Refund || s.MaxDeferrals < 1) {
+		return fmt.Errorf("%w: run %d: a deferral is abandoned with its attempt refunded and a max_deferrals from 1", ErrInvalid, s.RunID)
 	}
 	if s.Event != "" && (s.Event == EventFailed || !ValidEvent(s.Event)) {
 		return fmt.Errorf("%w: run %d: event %q is not one a settlement records", ErrInvalid, s.RunID, s.Event)

@@ -14,10 +14,13 @@ const (
 	EventTimeout   = "timeout"    // a run was stopped by its agent's timeout
 	EventStall     = "stall"      // a run was stopped by its agent's stall_timeout
 	EventLeaseLost = "lease_lost" // a run's lease was lost, or could not be renewed in time
+	// EventBudgetExhausted: a run's usage took its budget to its max for
+	// the period; recorded once per budget and period.
+	EventBudgetExhausted = "budget_exhausted"
 )
 
 // Events lists every event.
-var Events = []string{EventFailed, EventTimeout, EventStall, EventLeaseLost}
+var Events = []string{EventFailed, EventTimeout, EventStall, EventLeaseLost, EventBudgetExhausted}
 
 // ValidEvent reports whether e names an event.
 func ValidEvent(e string) bool { return slices.Contains(Events, e) }

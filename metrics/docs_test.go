@@ -27,6 +27,13 @@ func TestDocs_EveryMetric(t *testing.T) {
 	if _, _, err := q.Enqueue(t.Context(), lease.EnqueueParams{Agent: "a"}); err != nil {
 		t.Fatal(err)
 	}
+	burst, max := 0, 5.0
+	if _, err := q.SetLimit(t.Context(), lease.LimitUpdate{Name: "api", Rate: 60, Per: time.Minute, Burst: &burst}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.SetBudget(t.Context(), lease.BudgetUpdate{Name: "daily", Max: &max, Period: "1d"}); err != nil {
+		t.Fatal(err)
+	}
 	m := metrics.New(metrics.Options{Queue: q, Children: func() map[string]int { return map[string]int{"a": 0} },
 		Transactions: func() int64 { return 7 }})
 	m.Claimed("a", 1, time.Millisecond, nil)

@@ -131,7 +131,7 @@ func New(o Options) *Metrics {
 	if o.Queue != nil {
 		lanesErr := m.dbErrors.WithLabelValues("lanes")
 		m.reg.MustRegister(&laneCollector{queue: o.Queue, timeout: LanesTimeout,
-			onError: func(error) { lanesErr.Inc() }})
+			onError: func(error) { lanesErr.Inc() }}, &spendCollector{queue: o.Queue, timeout: LanesTimeout})
 	}
 	if o.Children != nil {
 		m.reg.MustRegister(childCollector(o.Children))

@@ -10,12 +10,12 @@ import (
 )
 
 // ForQueue is the exposition of a process that reads the queue but runs
-// nothing (the dashboard): the lane gauges, qd_queue_up, qd_build_info and
+// nothing (the dashboard): the lane, limit and budget gauges, qd_queue_up, qd_build_info and
 // the Go and process collectors, on a registry of its own. version is
 // qd's (empty: "unknown").
 func ForQueue(q lease.Provider, version string) http.Handler {
 	reg := newRegistry(version)
-	reg.MustRegister(&laneCollector{queue: q, timeout: LanesTimeout})
+	reg.MustRegister(&laneCollector{queue: q, timeout: LanesTimeout}, &spendCollector{queue: q, timeout: LanesTimeout})
 	return handler(reg)
 }
 

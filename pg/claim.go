@@ -58,6 +58,9 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 	wait := claimRetryMin
 	for tries := 1; ; tries++ {
 		out, err := p.claimTx(ctx, cp, n)
+		if held := (*lease.HeldError)(nil); errors.As(err, &held) {
+			return nil, err // the database's answer: nothing was claimed
+		}
 		if err == nil {
 			if tries > 1 {
 				p.logger.Info("claim retried with its token", "claim_token", cp.Token, "tries", tries, "runs", len(out))
@@ -131,41 +134,87 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// claimTx is one call of the claim function, in one transaction.
+// heldBy completes the HeldError of a claim held back by by: a budget when
+// spent and max are set (ask again within lease.BudgetHoldMax), else a
+// limit.
+func heldBy(h *lease.HeldError, by string, spent, max *float64) *lease.HeldError {
+	if spent == nil || max == nil {
+		h.Limit = by
+		return h
+	}
+	h.Budget, h.Spent, h.Max = by, *spent, *max
+	h.In = min(h.In, lease.BudgetHoldMax)
+	return h
+}
+
+// claimTx is one call of the claim function, in one transaction; of
+// claim_limited when the claim names rate limits or a budget.
 func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]*lease.Lease, error) {
 	var lanes []string
 	if len(cp.Lanes) > 0 {
 		lanes = cp.Lanes
 	}
 	var out []*lease.Lease
+	var held *lease.HeldError
 	var riders []*rider
+	limited := len(cp.Limits) > 0 || cp.Budget != ""
+	limits := cp.Limits
+	if limits == nil {
+		limits = []string{}
+	}
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		riders = p.takeRiders(b)
 		// Whether each task waited for others rides along, so that a start
 		// reads parents' results only for the tasks that have any.
-		b.Queue(p.sql(`SELECT c.task_id, c.run_id, c.lane, c.agent, c.attempt, c.max_attempts, c.priority, c.payload,
+		scan := func(rows pgx.Rows) error {
+			out, held = out[:0], nil
+			for rows.Next() {
+				l := &lease.Lease{Owner: cp.Owner, ClaimToken: cp.Token}
+				var payload string
+				dest := []any{&l.TaskID, &l.RunID, &l.Lane, &l.Agent, &l.Attempt, &l.MaxAttempts,
+					&l.Priority, &payload, &l.LeaseExpiresAt, &l.RunAfter, &l.Waited}
+				var h lease.HeldError
+				var by string
+				var spent, max *float64
+				if limited {
+					dest = append(dest, &by, &h.Until, &h.In, &spent, &max)
+				}
+				if err := rows.Scan(dest...); err != nil {
+					return err
+				}
+				if by != "" {
+					held = heldBy(&h, by, spent, max)
+					continue
+				}
+				l.Payload = []byte(payload)
+				out = append(out, l)
+			}
+			return rows.Err()
+		}
+		if !limited {
+			b.Queue(p.sql(`SELECT c.task_id, c.run_id, c.lane, c.agent, c.attempt, c.max_attempts, c.priority, c.payload,
 				c.lease_expires_at, c.run_after,
 				EXISTS (SELECT FROM {{schema}}.task_deps d WHERE d.task_id = c.task_id)
 			FROM {{schema}}.claim($1, $2, $3, $4, $5, $6, $7) c`),
-			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token).
-			Query(func(rows pgx.Rows) error {
-				out = out[:0]
-				for rows.Next() {
-					l := &lease.Lease{Owner: cp.Owner, ClaimToken: cp.Token}
-					var payload string
-					if err := rows.Scan(&l.TaskID, &l.RunID, &l.Lane, &l.Agent, &l.Attempt, &l.MaxAttempts,
-						&l.Priority, &payload, &l.LeaseExpiresAt, &l.RunAfter, &l.Waited); err != nil {
-						return err
-					}
-					l.Payload = []byte(payload)
-					out = append(out, l)
-				}
-				return rows.Err()
-			})
+				lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token).Query(scan)
+			return
+		}
+		b.Queue(p.sql(`SELECT coalesce(c.task_id, 0), coalesce(c.run_id, 0), coalesce(c.lane, ''), coalesce(c.agent, ''),
+				coalesce(c.attempt, 0), coalesce(c.max_attempts, 0), coalesce(c.priority, 0), coalesce(c.payload, ''),
+				coalesce(c.lease_expires_at, clock_timestamp()), coalesce(c.run_after, clock_timestamp()),
+				EXISTS (SELECT FROM {{schema}}.task_deps d WHERE d.task_id = c.task_id),
+				coalesce(c.held_by, ''), coalesce(c.held_until, clock_timestamp()), coalesce(c.held_for, '0'),
+				c.held_spent::float8, c.held_max::float8
+			FROM {{schema}}.claim_limited($8, $9, $1, $2, $3, $4, $5, $6, $7) c`),
+			lanes, nullString(cp.Agent), cp.Owner, cp.Instance, cp.Lease, n, cp.Token, limits, nullString(cp.Budget)).
+			Query(scan)
 	})
 	deliver(riders, err)
 	if err != nil {
 		return nil, err
+	}
+	if held != nil {
+		return nil, held
 	}
 	if out == nil {
 		out = []*lease.Lease{}

@@ -2,16 +2,17 @@
 // production queue.
 //
 // Everything lives in one schema (qd unless the URL says ?schema=NAME):
-// tables lanes, tasks, runs, periodic, daemons, events, notifications and
-// task_deps,
-// whose names and columns are a public contract for psql users, the row
-// type settlement, and the functions claim (with claim_named, claim_any,
-// claim_head and claim_from, see "The claim"), heartbeat, settle_runs,
-// settle (see "Settlements"), enqueue, abandon_owner, reap_lane,
-// finish_tasks, backoff and lane_key, and those of chains (enqueue_after,
+// tables lanes, tasks, runs, periodic, daemons, events, notifications,
+// task_deps, limits, budgets and budget_usage, whose names and columns are
+// a public contract for psql users, the row type settlement, and the
+// functions claim (with claim_named, claim_any, claim_head and claim_from,
+// see "The claim"; claim_limited for a claim through rate limits or a
+// budget, see "Limits and budgets"), heartbeat, settle_runs, settle (see
+// "Settlements"), defer_runs, enqueue, abandon_owner, reap_lane,
+// finish_tasks, backoff, lane_key, limit_units, budget_period,
+// budget_spent and record_usage, and those of chains (enqueue_after,
 // chain_wake, chain_release, chain_revive, chain_retry, chain_cancel; see
-// "Chains").
-// Migrate creates and upgrades the
+// "Chains"). Migrate creates and upgrades the
 // schema; Open never does, and every method fails with ErrNotMigrated
 // until it has run.
 //
@@ -126,6 +127,24 @@
 // statement was sent), claim.go asks again with the token on a fresh
 // connection until the lease's local deadline; past it, giveback.go gives
 // the token's runs back, abandoned and refunded, once the database answers.
+//
+// # Limits and budgets
+//
+// A claim that names rate limits or a budget calls claim_limited instead
+// of claim (a claim without them pays nothing for the feature). It locks
+// the limits' rows in name order, checks the budget's period total
+// (budget_spent over budget_usage, budget_period in the budget's zone),
+// counts each limit's units (limit_units, GCRA; lease.LimitUnits is the
+// same in Go), calls claim for at most as many tasks as the scarcest limit
+// has units, and moves each limit's theoretical arrival time on by one
+// emission per run made, all in the claim's transaction (docs/limits.md).
+// A held claim returns one row naming the limit or budget and when to ask
+// again. Spend and record_usage write after the fact; record_usage records
+// a budget's exhaustion in events once per period under the budget's row
+// lock. A settlement that defers its task (lease.Settlement.Deferred)
+// goes through defer_runs first, which counts the deferral on the task or,
+// past the cap, turns it into the run's failure, inside the statement
+// that calls settle_runs.
 //
 // # Settlements
 //

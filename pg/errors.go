@@ -39,7 +39,8 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", lease.ErrInvalid, pgErr.Message)
 	case "23505":
 		return fmt.Errorf("%w: %s", lease.ErrConflict, pgErr.Message)
-	case "23503":
+	case "23503", "P0002":
+		// foreign key violation, no data found (a limit not declared).
 		return fmt.Errorf("%w: %s", lease.ErrNotFound, pgErr.Message)
 	}
 	return err

@@ -34,6 +34,7 @@ var functionSums = map[int]string{
 	20: "9b6e42b233944dbb5b51b0865b9cbc69fa57ba4d45e962da2cff74ff039cf533",
 	21: "81a254f6ced6dd145aa4f4d968a0e99b5bf5170e4075e6b779328b238246d1c2",
 	22: "b4de48a2557e8ee865034d9bccbe61475c3360ad7cfe35911b79b8305c37ffe8",
+	23: "f0859573469174bc49d1da019de7074caa812aa51d944b18dea0d0a3911857ed",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

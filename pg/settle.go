@@ -60,6 +60,27 @@ func settlementOf(s lease.Settlement) settlement {
 	return r
 }
 
+// deferralCaps is the JSON array of defer_runs: the run and max_deferrals
+// of each settlement that defers its task, "" when none does (and
+// settle_runs is called alone).
+func deferralCaps(ss []lease.Settlement, idx []int) string {
+	type capRow struct {
+		RunID int64 `json:"run_id"`
+		Max   int   `json:"max"`
+	}
+	var caps []capRow
+	for _, i := range idx {
+		if ss[i].Deferred {
+			caps = append(caps, capRow{ss[i].RunID, ss[i].MaxDeferrals})
+		}
+	}
+	if len(caps) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(caps)
+	return string(b)
+}
+
 // Settle ends runs in one transaction, each fenced on its own.
 func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error, error) {
 	errs := make([]error, len(ss))
@@ -81,10 +102,17 @@ func (p *Provider) Settle(ctx context.Context, ss ...lease.Settlement) ([]error,
 		return nil, fmt.Errorf("settle: encode settlements: %w", err)
 	}
 	status := make(map[int64]string, len(rows))
-	err = p.inTx(ctx, func(b *pgx.Batch) {
-		b.Queue(p.sql(`SELECT run_id, status FROM {{schema}}.settle_runs(ARRAY(
+	query, args := `SELECT run_id, status FROM {{schema}}.settle_runs(ARRAY(
 				SELECT jsonb_populate_record(NULL::{{schema}}.settlement, e.value)
-				FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY e ORDER BY e.ordinality))`), string(doc)).
+				FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY e ORDER BY e.ordinality))`, []any{string(doc)}
+	if caps := deferralCaps(ss, idx); caps != "" {
+		query, args = `SELECT run_id, status FROM {{schema}}.settle_runs({{schema}}.defer_runs(ARRAY(
+				SELECT jsonb_populate_record(NULL::{{schema}}.settlement, e.value)
+				FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY e ORDER BY e.ordinality), $2::jsonb))`,
+			[]any{string(doc), caps}
+	}
+	err = p.inTx(ctx, func(b *pgx.Batch) {
+		b.Queue(p.sql(query), args...).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					var id int64

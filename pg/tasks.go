@@ -173,7 +173,8 @@ const taskColumns = `t.id, t.lane, t.agent, t.payload_text, t.priority, t.run_af
 	t.state, coalesce(t.dedupe_key, ''), t.cancel_requested, t.created_at, t.updated_at, t.finished_at,
 	coalesce(t.parent_run, 0),
 	coalesce(t.summary, (SELECT r.summary FROM {{schema}}.runs r WHERE r.task_id = t.id ORDER BY r.id DESC LIMIT 1), ''),
-	ARRAY(SELECT d.parent_id FROM {{schema}}.task_deps d WHERE d.task_id = t.id ORDER BY d.parent_id), t.after_any`
+	ARRAY(SELECT d.parent_id FROM {{schema}}.task_deps d WHERE d.task_id = t.id ORDER BY d.parent_id), t.after_any,
+	t.deferrals`
 
 func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	var t lease.Task
@@ -181,7 +182,7 @@ func scanTask(row pgx.CollectableRow) (lease.Task, error) {
 	var finished *time.Time
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
 		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
-		&t.After, &t.AfterAny)
+		&t.After, &t.AfterAny, &t.Deferrals)
 	fillTask(&t, payload, finished)
 	return t, err
 }
@@ -221,7 +222,7 @@ func scanTaskResult(row pgx.CollectableRow) (lease.Task, error) {
 	var result *string
 	err := row.Scan(&t.ID, &t.Lane, &t.Agent, &payload, &t.Priority, &t.RunAfter, &t.Attempts, &t.MaxAttempts,
 		&t.State, &t.DedupeKey, &t.CancelRequested, &t.CreatedAt, &t.UpdatedAt, &finished, &t.ParentRun, &t.LastSummary,
-		&t.After, &t.AfterAny, &result)
+		&t.After, &t.AfterAny, &t.Deferrals, &result)
 	fillTask(&t, payload, finished)
 	if result != nil {
 		t.Result = json.RawMessage(*result)
@@ -272,7 +273,8 @@ const runColumns = `r.id, r.task_id, r.lane, r.agent, r.attempt, r.owner, r.inst
 	r.started_at, r.last_heartbeat_at, r.lease_expires_at, r.last_output_at, r.finished_at, r.exit_code,
 	coalesce(r.signal, ''), coalesce(r.summary, ''), coalesce(r.output_tail, ''), coalesce(r.log_error, ''), r.cpu_usec, r.memory_peak, t.cancel_requested,
 	CASE WHEN r.state = 'running' THEN extract(epoch FROM clock_timestamp() - r.last_heartbeat_at)::float8 ELSE 0 END,
-	CASE WHEN r.state = 'running' THEN greatest(r.lease_expires_at - clock_timestamp(), interval '0') ELSE interval '0' END`
+	CASE WHEN r.state = 'running' THEN greatest(r.lease_expires_at - clock_timestamp(), interval '0') ELSE interval '0' END,
+	r.deferred, r.usage::float8, coalesce(r.usage_note, '')`
 
 func scanRun(row pgx.CollectableRow) (lease.Run, error) {
 	var r lease.Run
@@ -280,7 +282,8 @@ func scanRun(row pgx.CollectableRow) (lease.Run, error) {
 	var cpu *int64
 	err := row.Scan(&r.ID, &r.TaskID, &r.Lane, &r.Agent, &r.Attempt, &r.Owner, &r.Instance, &r.State, &r.PID,
 		&r.StartedAt, &r.LastHeartbeatAt, &r.LeaseExpiresAt, &output, &finished, &r.ExitCode,
-		&r.Signal, &r.Summary, &r.OutputTail, &r.LogError, &cpu, &r.MemoryPeak, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft)
+		&r.Signal, &r.Summary, &r.OutputTail, &r.LogError, &cpu, &r.MemoryPeak, &r.CancelRequested, &r.SilentSeconds, &r.LeaseLeft,
+		&r.Deferred, &r.Usage, &r.UsageNote)
 	if cpu != nil {
 		d := time.Duration(*cpu) * time.Microsecond
 		r.CPUTime = &d

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type Agent struct {
 	Lanes    []string
 	Parallel int
 	Lease    time.Duration
+	// Limits are the rate limits each of its runs takes a unit of.
+	Limits []string
+	// Budget is the budget its runs spend from; "" for none.
+	Budget string
 }
 
 // Periodic enqueues a task on a schedule.
@@ -85,6 +90,10 @@ type agentState struct {
 	woken   bool          // Wake was called: claim at once, or again after the claim in flight
 	hot     bool          // the last claim filled every free slot: claim again when a run ends
 	removed bool
+	// held is when to claim again after a rate limit held a claim back:
+	// when its next unit is due, with jitter; ticks before it claim
+	// nothing. Zero when no limit holds the agent.
+	held time.Time
 }
 
 type periodicState struct {
@@ -271,6 +280,9 @@ func (s *Scheduler) untilNext() time.Duration {
 		if !a.next.IsZero() && (next.IsZero() || a.next.Before(next)) {
 			next = a.next
 		}
+		if !a.held.IsZero() && (next.IsZero() || a.held.Before(next)) {
+			next = a.held
+		}
 	}
 	for _, p := range s.periodics {
 		if !p.next.IsZero() && (next.IsZero() || p.next.Before(next)) {
@@ -290,11 +302,15 @@ func (s *Scheduler) fire(ctx context.Context) {
 	defer s.mu.Unlock()
 	for _, a := range s.agents {
 		_, due := a.due(a.Schedule, now)
-		if !due && a.woken && !a.busy {
+		if due && a.held.After(now) {
+			// Held by a limit: the claim at a.held takes the tick's work.
+			a.busy, due, a.woken = false, false, false
+		}
+		if !due && (a.woken || !a.held.IsZero() && !a.held.After(now)) && !a.busy && !a.held.After(now) {
 			a.busy, due = true, true
 		}
 		if due {
-			a.woken = false
+			a.woken, a.held = false, time.Time{}
 			s.wg.Add(1)
 			go s.claim(ctx, a, false)
 		}
@@ -375,7 +391,14 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 		Owner:    s.cfg.Owner,
 		Instance: s.cfg.Instance,
 		Lease:    ag.Lease,
+		Limits:   ag.Limits,
+		Budget:   ag.Budget,
 	}, free)
+	var held *lease.HeldError
+	if errors.As(err, &held) {
+		s.hold(a, held)
+		err = nil
+	}
 	if s.cfg.OnClaim != nil && !errors.Is(err, context.Canceled) {
 		s.cfg.OnClaim(ag.Name, len(leases), time.Since(claimed), err)
 	}
@@ -387,8 +410,26 @@ func (s *Scheduler) claimOnce(ctx context.Context, a *agentState) {
 	}
 	s.mu.Lock()
 	a.hot = len(leases) == free && !a.removed
+	if len(ag.Limits) > 0 && len(leases) > 0 && len(leases) < free {
+		// A limit may have cut the claim short: ask again, and learn
+		// from the answer when its next unit is due.
+		a.woken = true
+	}
 	s.mu.Unlock()
 	s.start(ag.Name, leases, claimed)
+}
+
+// hold makes the agent claim again when the unit a limit held its claim
+// back for is due, a little later at random: the daemons waiting on one
+// limit then do not all wake at once, and the first takes the unit.
+func (s *Scheduler) hold(a *agentState, h *lease.HeldError) {
+	jitter := time.Duration(rand.Int64N(int64(min(max(h.In/4, 10*time.Millisecond), time.Second))))
+	at := s.now().Add(max(h.In, 0) + jitter)
+	s.logger.Debug("claim held back", "agent", a.Name, "limit", h.Limit, "budget", h.Budget, "ask_again_in", h.In)
+	s.mu.Lock()
+	a.held = at
+	s.mu.Unlock()
+	s.poke()
 }
 
 // startParallel bounds how many runs of one claim start at once: the

@@ -317,3 +317,41 @@ func TestScheduler_ClockStepsBack(t *testing.T) {
 	MustEnqueue(t, q, "lane", "build")
 	waitFor(t, 3*time.Second, "a claim after the step back", func() bool { return r.Started() == 1 })
 }
+
+// Ensure an agent held back by a limit claims again when the next unit is
+// due, not at every tick and not in a loop: one claim a unit or so, and
+// each unit's run started soon after it was due.
+func TestScheduler_HeldByLimit(t *testing.T) {
+	q := memlease.New()
+	burst := 0
+	if _, err := q.SetLimit(context.Background(), lease.LimitUpdate{Name: "api", Rate: 10, Per: time.Second, Burst: &burst}); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		MustEnqueue(t, q, "l", "spend")
+	}
+	if _, err := q.SetLane(context.Background(), lease.LaneUpdate{Name: "l", MaxRunning: new(100)}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{}
+	var mu sync.Mutex
+	claims := 0
+	s := scheduler.New(scheduler.Config{Queue: q, Runner: r, Logger: hclog.NewNullLogger(), Owner: "test",
+		OnClaim: func(string, int, time.Duration, error) { mu.Lock(); claims++; mu.Unlock() }})
+	s.Set([]scheduler.Agent{{Name: "spend", Schedule: MustSchedule(t, "@every 1h"), Parallel: 100, Lease: time.Minute,
+		Limits: []string{"api"}}}, nil)
+	start(t, s)
+	s.Wake("spend")
+	time.Sleep(1050 * time.Millisecond)
+	got := r.Started()
+	mu.Lock()
+	n := claims
+	mu.Unlock()
+	// 10/s from a full bucket of one: 1 at once, then one per 100 ms.
+	if got < 9 || got > 11 {
+		t.Errorf("started %d runs in about 1 s under a limit of 10/1s, want 10 or so", got)
+	}
+	if n > 2*got+2 {
+		t.Errorf("%d claims for %d runs: the scheduler polls instead of sleeping until the next unit", n, got)
+	}
+}

@@ -63,6 +63,9 @@ type child struct {
 	grace      time.Duration // of the last SIGTERM asked for
 	killTimer  *time.Timer   // armed with SIGTERM, stopped with SIGKILL
 	hb         beatState
+	// deferFor is the delay the child asked for (`qd defer`) should it
+	// exit ExitDefer; zero: the agent's retry_backoff.
+	deferFor time.Duration
 }
 
 // beatState is the lease bookkeeping of a run, in supervisor mono ns.

@@ -320,3 +320,36 @@ func TestSupervisor_CancelWithoutHeartbeat(t *testing.T) {
 		}
 	})
 }
+
+// Ensure a child that exits 75 defers its task: abandoned and deferred,
+// its attempt given back, queued again after the delay Defer asked for,
+// or after retry_backoff without one.
+func TestSupervisor_Defer(t *testing.T) {
+	t.Parallel()
+	h := MustHarness(t, nil)
+	bare := h.start("exit 75", "{}", Spec{RetryBackoff: 40 * time.Second})
+	asked := h.start("sleep 0.3; exit 75", "{}", Spec{RetryBackoff: 40 * time.Second})
+	if err := h.s.Defer(asked.RunID, 2*time.Hour); err != nil {
+		t.Fatalf("Defer: %v", err)
+	}
+	if err := h.s.Defer(999999, time.Second); !errors.Is(err, ErrUnknownRun) {
+		t.Errorf("Defer of a run not running: %v, want ErrUnknownRun", err)
+	}
+	for _, c := range []struct {
+		l    *lease.Lease
+		wait time.Duration
+	}{{bare, 40 * time.Second}, {asked, 2 * time.Hour}} {
+		r := h.waitRun(c.l.RunID)
+		tk, err := h.mem.Task(context.Background(), c.l.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != lease.RunAbandoned || !r.Deferred || tk.Attempts != 0 || tk.State != lease.TaskQueued {
+			t.Errorf("run %d: %s, deferred %v; task %s with %d attempts; want abandoned, deferred, queued with 0",
+				r.ID, r.State, r.Deferred, tk.State, tk.Attempts)
+		}
+		if in := time.Until(tk.RunAfter); in < c.wait-5*time.Second || in > c.wait {
+			t.Errorf("run %d: task due in %s, want about %s", r.ID, in, c.wait)
+		}
+	}
+}

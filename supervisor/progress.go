@@ -26,6 +26,38 @@ func (s *Supervisor) Progress(runID int64) error {
 	return nil
 }
 
+// ExitDefer is the exit status (EX_TEMPFAIL) with which a child defers
+// its task: try later, without losing an attempt.
+const ExitDefer = 75
+
+// Defer records that the child of run id asks, should it exit ExitDefer,
+// for its task to be tried again after d rather than after the agent's
+// retry_backoff. ErrUnknownRun when the supervisor does not run it.
+func (s *Supervisor) Defer(runID int64, d time.Duration) error {
+	s.mu.Lock()
+	c := s.children[runID]
+	s.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("defer run %d: %w", runID, ErrUnknownRun)
+	}
+	c.mu.Lock()
+	c.deferFor = d
+	c.mu.Unlock()
+	return nil
+}
+
+// AgentOf returns the agent of live run id; ErrUnknownRun when the
+// supervisor does not run it.
+func (s *Supervisor) AgentOf(runID int64) (string, error) {
+	s.mu.Lock()
+	c := s.children[runID]
+	s.mu.Unlock()
+	if c == nil {
+		return "", fmt.Errorf("run %d: %w", runID, ErrUnknownRun)
+	}
+	return c.l.Agent, nil
+}
+
 // RunRef names a live run and its task.
 type RunRef struct {
 	RunID, TaskID int64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"github.com/qd-run/qd/lease"
 	"golang.org/x/sys/unix"
@@ -158,7 +159,7 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	code, sig, other := exitOf(werr)
 	st = lease.Settlement{RunID: c.l.RunID, ClaimToken: c.l.ClaimToken, ExitCode: code, Signal: sig, OutputTail: c.out.tail()}
 	c.mu.Lock()
-	reason, text, lastWords := c.reason, c.reasonText, c.lastWords
+	reason, text, lastWords, deferFor := c.reason, c.reasonText, c.lastWords, c.deferFor
 	c.mu.Unlock()
 	outLine, _ := c.out.lastLines()
 	// Why a run went wrong is usually on stderr; what a run did, on stdout.
@@ -193,6 +194,8 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 		if outLine == "" {
 			st.Summary = "exited 0"
 		}
+	case *code == ExitDefer && reason == stopNone:
+		return c.deferral(st, deferFor), true
 	default:
 		st.Outcome, st.Summary = lease.RunFailed, fmt.Sprintf("exited %d", *code)
 		st.RetryIn = lease.Backoff(c.spec.RetryBackoff, c.l.Attempt)
@@ -208,6 +211,26 @@ func (c *child) settlement(werr error) (st lease.Settlement, settle bool) {
 	}
 	st.Summary = bound(st.Summary)
 	return st, true
+}
+
+// deferral is the settlement of a child that exited ExitDefer: its task
+// is tried again after d (`qd defer`), else after the agent's
+// retry_backoff, its attempt given back, unless it has deferred
+// max_deferrals times already (the provider then fails the run).
+func (c *child) deferral(st lease.Settlement, d time.Duration) lease.Settlement {
+	if d <= 0 {
+		d = c.spec.RetryBackoff
+	}
+	if d <= 0 {
+		d = lease.DefaultBackoffBase
+	}
+	max := c.spec.MaxDeferrals
+	if max <= 0 {
+		max = lease.DefaultMaxDeferrals
+	}
+	df := lease.Deferral(c.l, d, max, bound(fmt.Sprintf("deferred for %s (exit %d)", d, ExitDefer)))
+	df.ExitCode, df.OutputTail = st.ExitCode, st.OutputTail
+	return df
 }
 
 // exitOf reads Wait's result: an exit code, or a signal name, or an error

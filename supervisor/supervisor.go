@@ -40,8 +40,12 @@ type Spec struct {
 	// Timeout and StallTimeout (no output for that long) abandon the run;
 	// zero means none. KillGrace separates SIGTERM from SIGKILL.
 	Timeout, StallTimeout, KillGrace time.Duration
-	// RetryBackoff is the base of the backoff after a failed attempt.
+	// RetryBackoff is the base of the backoff after a failed attempt, and
+	// the delay of a deferral (ExitDefer) that named none.
 	RetryBackoff time.Duration
+	// MaxDeferrals caps the deferrals of a task (lease.DefaultMaxDeferrals
+	// when zero).
+	MaxDeferrals int
 	// Claimed is when the claim that granted the lease was sent (from
 	// time.Now, so it carries the monotonic clock); zero means now.
 	Claimed time.Time

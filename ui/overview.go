@@ -20,6 +20,10 @@ type Overview struct {
 	Daemons   []DaemonRow    `json:"daemons"`
 	// Recent are the latest tasks enqueued.
 	Recent []api.Task `json:"recent_tasks"`
+	// Limits and Budgets are the queue's rate limits and budgets
+	// (docs/limits.md).
+	Limits  []api.Limit  `json:"limits"`
+	Budgets []api.Budget `json:"budgets"`
 }
 
 // AgentRow is one agent of one daemon. Schedule, NextTick and Parallel
@@ -125,8 +129,17 @@ func (s *server) overview(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits, err := s.o.Store.Limits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	budgets, err := s.o.Store.Budgets(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ds, snaps, drows := s.snapshots(ctx)
-	o := &Overview{Lanes: list(lanes, api.LaneOf), Daemons: drows, Recent: list(recent, api.TaskOf), Runs: []RunRow{}}
+	o := &Overview{Lanes: list(lanes, api.LaneOf), Daemons: drows, Recent: list(recent, api.TaskOf), Runs: []RunRow{},
+		Limits: list(limits, api.LimitOf), Budgets: list(budgets, api.BudgetOf)}
 	hosts := map[string]string{}
 	for _, d := range ds {
 		hosts[d.Name] = d.Host

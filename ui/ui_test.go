@@ -485,3 +485,30 @@ func TestUI_TaskLinksItsParent(t *testing.T) {
 		t.Errorf("/api/tasks/%d parent_task = %v (%v), want %d", child, page.ParentTask, err, parent)
 	}
 }
+
+// Ensure the overview shows each rate limit with its units and each budget
+// with a bar of spent over max and when a spent one resumes.
+func TestUI_OverviewSpending(t *testing.T) {
+	p, _ := MustProvider(t)
+	ctx := context.Background()
+	burst, max := 2, 0.0
+	if _, err := p.SetLimit(ctx, lease.LimitUpdate{Name: "llm-api", Rate: 60, Per: time.Minute, Burst: &burst, Agents: []string{"w"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SetBudget(ctx, lease.BudgetUpdate{Name: "llm-daily", Max: &max, Period: "1d", Agents: []string{"w"}}); err != nil {
+		t.Fatal(err)
+	}
+	base := MustServer(t, p, ui.Options{})
+	_, body := MustGet(t, base, "/")
+	for _, want := range []string{`id="limit-llm-api"`, "<td>60/1m</td><td>2</td><td>3</td>", `id="budget-llm-daily"`,
+		"0.00 of 0.00", "<meter", "spent; resumes "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	var o ui.Overview
+	_, body = MustGet(t, base, "/api/overview")
+	if err := json.Unmarshal([]byte(body), &o); err != nil || len(o.Limits) != 1 || len(o.Budgets) != 1 || !o.Budgets[0].Exhausted {
+		t.Errorf("/api/overview limits %+v, budgets %+v (%v); want one of each, the budget spent", o.Limits, o.Budgets, err)
+	}
+}

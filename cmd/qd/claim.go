@@ -17,12 +17,14 @@ import (
 var claimCommand = &command{
 	name:    "claim",
 	summary: "claim one task and print its lease as JSON",
-	usage:   "[--lane L]... [--agent A] [--lease DURATION] [--owner NAME] [--wait SECONDS]",
+	usage:   "[--lane L]... [--agent A] [--limit NAME]... [--lease DURATION] [--owner NAME] [--wait SECONDS]",
 	help: `Prints one JSON object on one line: task_id, run_id, lane, agent, attempt,
 max_attempts, priority, payload (the JSON as enqueued), lease_expires_at
 (RFC 3339) and owner. When nothing can be claimed it prints nothing and exits 3;
 with --wait it polls, with jitter, until the deadline first. --lane may repeat;
-no --lane means any lane.`,
+no --lane means any lane. --limit takes one unit of that rate limit with the
+claim, in its transaction (docs/limits.md); a claim the limit holds back exits
+3 and says when its next unit is due, and --wait sleeps until then.`,
 	db:    true,
 	setup: setupClaim,
 }
@@ -31,6 +33,8 @@ func setupClaim(fs *flag.FlagSet) runFunc {
 	var lanes stringList
 	fs.Var(&lanes, "lane", "claim only from lane `NAME` (repeatable; default any lane)")
 	agent := fs.String("agent", "", "claim only tasks for agent `NAME` (default any agent)")
+	var limits stringList
+	fs.Var(&limits, "limit", "take one unit of rate limit `NAME` (repeatable)")
 	leaseFor := durationFlag(fs, "lease", lease.DefaultLease, "hold the lease for `DURATION`")
 	owner := fs.String("owner", "", "record `NAME` as the run's owner (default cli:HOST:PID)")
 	var wait time.Duration
@@ -39,7 +43,7 @@ func setupClaim(fs *flag.FlagSet) runFunc {
 		if err := noArgs(args); err != nil {
 			return err
 		}
-		p := lease.ClaimParams{Lanes: lanes, Agent: *agent, Owner: *owner, Lease: *leaseFor}
+		p := lease.ClaimParams{Lanes: lanes, Agent: *agent, Owner: *owner, Lease: *leaseFor, Limits: limits}
 		if p.Owner == "" {
 			p.Owner = defaultOwner()
 		}
@@ -85,10 +89,18 @@ func claimWait(ctx context.Context, prov lease.Provider, p lease.ClaimParams, wa
 			return nil, err
 		}
 		left := time.Until(deadline)
+		var held *lease.HeldError
+		if left <= 0 && errors.As(err, &held) {
+			return nil, &ExitError{Code: ExitNoWork, Err: err}
+		}
 		if left <= 0 {
 			return nil, &ExitError{Code: ExitNoWork, Err: errors.New("nothing to claim")}
 		}
 		pause := min(left, 500*time.Millisecond+rand.N(time.Second))
+		if held != nil {
+			// Until the limit's next unit, a little later at random.
+			pause = min(left, held.In+rand.N(max(held.In/4, 10*time.Millisecond)))
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -40,7 +40,7 @@ func TestComplete(t *testing.T) {
 		want  string
 	}{
 		{[]string{"en"}, "enqueue"},
-		{[]string{"l"}, "lane logs"},
+		{[]string{"l"}, "lane limit logs"},
 		{[]string{"lane", ""}, "set list"},
 		{[]string{"lane", "s"}, "set"},
 		{[]string{"help", "ru"}, "run-now runs run"},

@@ -16,7 +16,20 @@ import (
 // parseInterleaved parses flags that may stand before, between or after the
 // positional arguments, and returns the positionals in order. After "--"
 // everything is positional.
+// A negative number ("-1", "-0.5") that is no flag's value is positional
+// too, so that `qd usage -1` is refused for its number, not as a flag.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	if j := negativeArg(fs, args); j >= 0 {
+		pos, err := parseInterleaved(fs, args[:j])
+		if err != nil {
+			return nil, err
+		}
+		rest, err := parseInterleaved(fs, args[j+1:])
+		if err != nil {
+			return nil, err
+		}
+		return append(append(pos, args[j]), rest...), nil
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -32,6 +45,43 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// negativeArg returns the index of the first argument before any "--"
+// that is a negative number and not the value of the flag before it, or
+// -1.
+func negativeArg(fs *flag.FlagSet, args []string) int {
+	for j, a := range args {
+		if a == "--" {
+			return -1
+		}
+		if _, err := strconv.ParseFloat(a, 64); err != nil || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if j > 0 && takesValue(fs, args[j-1]) {
+			continue
+		}
+		return j
+	}
+	return -1
+}
+
+// takesValue reports whether arg is a flag, without "=", that takes the
+// next argument as its value.
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(strings.TrimPrefix(arg, "-"), "-")
+	if !ok {
+		name = strings.TrimPrefix(arg, "-")
+	}
+	if !strings.HasPrefix(arg, "-") || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // durationValue is a flag holding a duration, read as the config reads

@@ -22,6 +22,7 @@ func renderStatus(w io.Writer, s *api.Snapshot, now time.Time) error {
 	renderPeriodics(tw, s.Periodics, now)
 	renderRuns(tw, s.Runs)
 	renderLanes(tw, s.Lanes)
+	renderSpending(tw, s, now)
 	renderUnserved(tw, s.Unserved)
 	return tw.Flush()
 }
@@ -175,6 +176,29 @@ func renderLanes(w io.Writer, lanes []api.LaneStatus) {
 			oldest = seconds(l.OldestQueuedAgeSeconds)
 		}
 		fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%s\n", l.Name, l.MaxRunning, yesNo(l.Paused), l.Running, l.Queued, oldest)
+	}
+}
+
+// renderSpending writes the limits and budgets the daemon's agents use,
+// when they use any.
+func renderSpending(w io.Writer, s *api.Snapshot, now time.Time) {
+	if len(s.Limits) > 0 && section(w, "LIMITS", len(s.Limits), "NAME", "RATE", "BURST", "AVAILABLE", "NEXT UNIT", "AGENTS") {
+		for _, l := range s.Limits {
+			next := "-"
+			if l.NextUnitAt != nil {
+				next = relative(*l.NextUnitAt, now)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", l.Name, l.Rate, l.Burst, l.Available, next, strings.Join(l.Agents, ","))
+		}
+	}
+	if len(s.Budgets) > 0 && section(w, "BUDGETS", len(s.Budgets), "NAME", "SPENT", "PERIOD", "STATE") {
+		for _, b := range s.Budgets {
+			state := "open"
+			if b.Exhausted {
+				state = "spent; resumes " + b.PeriodEnd.In(zoneOf(b.Timezone)).Format("2006-01-02 15:04 MST")
+			}
+			fmt.Fprintf(w, "%s\t%s of %s\t%s %s\t%s\n", b.Name, money(b.Spent), money(b.Max), b.Period, b.Timezone, state)
+		}
 	}
 }
 

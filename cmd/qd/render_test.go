@@ -188,3 +188,31 @@ func TestUsageText(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Ensure qd status shows the limits and budgets the agents use, and when
+// a spent budget resumes, and no such section for a daemon without them.
+func TestRender_Spending(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	next := now.Add(2 * time.Second)
+	s := &api.Snapshot{Supervisor: "d",
+		Limits: []api.Limit{{Name: "llm-api", Rate: "60/1m", Burst: 10, Available: -4, NextUnitAt: &next, Agents: []string{"sum"}}},
+		Budgets: []api.Budget{{Name: "llm-daily", Max: 5, Spent: 5.02, Exhausted: true, Period: "1d", Timezone: "UTC",
+			PeriodEnd: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)}}}
+	var b strings.Builder
+	if err := renderStatus(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"LIMITS", "llm-api  60/1m  10     -4         in 2s      sum",
+		"llm-daily  5.02 of 5.00  1d UTC  spent; resumes 2026-12-03 00:00 UTC"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := renderStatus(&b, &api.Snapshot{Supervisor: "d"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "LIMITS") || strings.Contains(b.String(), "BUDGETS") {
+		t.Errorf("status of a daemon without limits shows them:\n%s", b.String())
+	}
+}

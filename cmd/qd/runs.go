@@ -63,20 +63,32 @@ func setupRuns(fs *flag.FlagSet) runFunc {
 
 func writeRunTable(env *Env, runs []lease.Run) error {
 	now := time.Now()
-	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "CPU", "MEM PEAK", "SUMMARY")
+	tb := newTable(env.Stdout, "ID", "TASK", "ATTEMPT", "OWNER", "STATE", "STARTED", "DURATION", "EXIT", "SILENCE", "CPU", "MEM PEAK", "USAGE", "SUMMARY")
 	for _, r := range runs {
 		tb.row(strconv.FormatInt(r.ID, 10), strconv.FormatInt(r.TaskID, 10), strconv.Itoa(r.Attempt),
 			r.Owner, runState(r), relative(r.StartedAt, now), runDuration(r, now), exitText(r),
-			silence(r), cpuText(r.CPUTime), bytesText(r.MemoryPeak), truncate(r.Summary, 60))
+			silence(r), cpuText(r.CPUTime), bytesText(r.MemoryPeak), usageText(r), truncate(r.Summary, 60))
 	}
 	return tb.flush()
+}
+
+// usageText is what the run reported it spent (qd usage), "-" when
+// nothing.
+func usageText(r lease.Run) string {
+	if r.Usage == nil {
+		return "-"
+	}
+	return money(*r.Usage)
 }
 
 // runState marks a running run whose lease has run out and that no claim
 // has reaped yet.
 func runState(r lease.Run) string {
-	if r.State == lease.RunRunning && r.LeaseLeft <= 0 {
+	switch {
+	case r.State == lease.RunRunning && r.LeaseLeft <= 0:
 		return "running (lease expired)"
+	case r.Deferred:
+		return string(r.State) + " (deferred)"
 	}
 	return string(r.State)
 }

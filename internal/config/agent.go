@@ -26,7 +26,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "on_failure"}, {Name: "webhook"}, {Name: "notify_on"},
 		{Name: "memory_max"}, {Name: "cpu_max"}, {Name: "timetable"},
 		{Name: "user"}, {Name: "group"}, {Name: "workdir"}, {Name: "keep_workdir"},
-		{Name: "output"},
+		{Name: "output"}, {Name: "limits"}, {Name: "max_deferrals"}, {Name: "budget"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "sandbox"}},
 }
@@ -45,6 +45,7 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		RetryBackoff: DefaultRetryBackoff,
 		MaxAttempts:  DefaultMaxAttempts,
 		Output:       OutputSeparate,
+		MaxDeferrals: DefaultMaxDeferrals,
 		DeclRange:    b.DefRange,
 	}
 	attrs, ctx, top := d.enter(b, agentSchema)
@@ -79,9 +80,14 @@ func (d *decoder) agent(b *hcl.Block) Agent {
 		d.at(line(attrs["parallel"]), ctx, "parallel must be between 1 and %d, got %d", MaxParallel, a.Parallel)
 	}
 	d.maxAttempts(attrs, ctx, &a.MaxAttempts)
+	if d.decode(attrs, "max_deferrals", &a.MaxDeferrals) && (a.MaxDeferrals < 1 || a.MaxDeferrals > lease.MaxMaxAttempts) {
+		d.at(line(attrs["max_deferrals"]), ctx, "max_deferrals must be between 1 and %d, got %d", lease.MaxMaxAttempts, a.MaxDeferrals)
+	}
 	d.timing(attrs, ctx, &a)
 	d.execSize(attrs, ctx, a)
 	d.limits(attrs, ctx, &a)
+	d.agentLimits(attrs, ctx, &a, d.declared)
+	d.agentBudget(attrs, ctx, &a, d.declaredBudgets)
 	base := d.dir
 	if a.Dir != "" {
 		base = a.Dir

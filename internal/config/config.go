@@ -24,6 +24,7 @@ const (
 	DefaultKillGrace     = lease.DefaultKillGrace
 	DefaultRetryBackoff  = lease.DefaultBackoffBase
 	DefaultMaxAttempts   = lease.DefaultMaxAttempts
+	DefaultMaxDeferrals  = lease.DefaultMaxDeferrals
 	DefaultCatchUp       = CatchUpSkip
 	DefaultOverlap       = OverlapSkip
 )
@@ -72,6 +73,8 @@ type Config struct {
 	Agents        []Agent       // sorted by name
 	Periodics     []Periodic    // sorted by name
 	Lanes         []Lane        // sorted by name
+	RateLimits    []RateLimit   // the limit blocks, sorted by name
+	Budgets       []Budget      // the budget blocks, sorted by name
 	Notify        Notify        // the default of the agents' notifications
 	NotifyRetry   NotifyRetry   // how hard notifications are tried
 	UI            *UI           // the ui block; nil when there is none
@@ -98,12 +101,18 @@ type Agent struct {
 	Timeout      time.Duration // 0: none
 	StallTimeout time.Duration // 0: none
 	KillGrace    time.Duration // SIGTERM to SIGKILL
-	RetryBackoff time.Duration // base of the exponential backoff
+	RetryBackoff time.Duration // base of the exponential backoff; the delay of a bare exit 75
+	MaxDeferrals int           // deferrals of a task before a deferral fails the run
 	MaxAttempts  int           // for tasks its periodics enqueue
 	// MemoryMax (bytes) and CPUMax (CPUs) bound each run's cgroup; zero:
 	// no bound.
 	MemoryMax int64
 	CPUMax    float64
+	// Limits are the rate limits each of its runs takes a unit of at its
+	// claim (limit blocks of the file).
+	Limits []string
+	// Budget is the budget block its runs spend from; "" for none.
+	Budget    string
 	Notify    Notify    // whom to tell when its tasks fail; the top level's by default
 	DeclRange hcl.Range // the block header, for later messages
 

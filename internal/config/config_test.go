@@ -73,7 +73,7 @@ func TestLoad_Defaults(t *testing.T) {
 	want := Agent{
 		Name: "build", Schedule: "*/5 * * * *", Parallel: 1,
 		Lease: 5 * time.Minute, Heartbeat: 100 * time.Second, KillGrace: 10 * time.Second,
-		RetryBackoff: 10 * time.Second, MaxAttempts: 3, Output: OutputSeparate, DeclRange: a.DeclRange,
+		RetryBackoff: 10 * time.Second, MaxAttempts: 3, Output: OutputSeparate, MaxDeferrals: 100, DeclRange: a.DeclRange,
 	}
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("agent:\ngot  %+v\nwant %+v", a, want)
@@ -132,7 +132,7 @@ func TestLoad_Full(t *testing.T) {
 		Agents: []Agent{{
 			Name: "build", Command: []string{"/bin/sh", "-c", "make"}, Schedule: "@every 45s",
 			Parallel: 1, Lease: 5 * time.Minute, Heartbeat: 100 * time.Second,
-			KillGrace: 10 * time.Second, RetryBackoff: 10 * time.Second, MaxAttempts: 3,
+			KillGrace: 10 * time.Second, RetryBackoff: 10 * time.Second, MaxAttempts: 3, MaxDeferrals: 100,
 			Output: OutputSeparate,
 		}, {
 			Name:         "deploy",
@@ -147,9 +147,9 @@ func TestLoad_Full(t *testing.T) {
 			Timeout:      90 * time.Minute,
 			StallTimeout: 15 * time.Minute,
 			KillGrace:    3 * time.Second,
-			RetryBackoff: time.Minute,
-			MaxAttempts:  7,
-			Output:       OutputSeparate,
+			RetryBackoff: time.Minute, MaxDeferrals: 100,
+			MaxAttempts: 7,
+			Output:      OutputSeparate,
 		}},
 		Periodics: []Periodic{{
 			Name: "hourly", Schedule: "@hourly", Agent: "build", Lane: "default",

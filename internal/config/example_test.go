@@ -45,7 +45,7 @@ func TestLoad_Example(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []*hcl.BodySchema{rootSchema, agentSchema, periodicSchema, uiSchema, sandboxSchema} {
+		for _, s := range []*hcl.BodySchema{rootSchema, agentSchema, periodicSchema, uiSchema, sandboxSchema, limitSchema, budgetSchema} {
 			for _, a := range s.Attributes {
 				re := regexp.MustCompile(`(?m)^\s*(#\s*)?` + a.Name + `\s*=`)
 				if !re.Match(src) {

@@ -17,6 +17,9 @@ const (
 	EventTimeout   = lease.EventTimeout   // a run was stopped by the agent's timeout
 	EventStall     = lease.EventStall     // a run was stopped by the agent's stall_timeout
 	EventLeaseLost = lease.EventLeaseLost // a run's lease was lost, or could not be renewed in time
+	// EventBudgetExhausted: the agent's budget reached its max for the
+	// period (once per budget and period).
+	EventBudgetExhausted = lease.EventBudgetExhausted
 )
 
 // NotifyRetry is how hard notifications are tried: the top-level
@@ -30,7 +33,7 @@ type NotifyRetry struct {
 }
 
 // NotifyEvents lists every event, the default of notify_on.
-var NotifyEvents = []string{EventFailed, EventTimeout, EventStall, EventLeaseLost}
+var NotifyEvents = []string{EventFailed, EventTimeout, EventStall, EventLeaseLost, EventBudgetExhausted}
 
 // Notify says whom to tell when something fails. A top-level setting is
 // the default of every agent; an agent's own setting replaces it.

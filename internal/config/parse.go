@@ -30,6 +30,8 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "periodic", LabelNames: []string{"name"}},
 		{Type: "lane", LabelNames: []string{"name"}},
+		{Type: "limit", LabelNames: []string{"name"}},
+		{Type: "budget", LabelNames: []string{"name"}},
 		{Type: "ui"},
 	},
 }
@@ -90,6 +92,10 @@ func parse(src []byte, filename string, hostChecks bool) (*Config, error) {
 	c.file = filename
 	d.top(content.Attributes, c)
 	d.notify(content.Attributes, "", d.dir, &c.Notify)
+	c.RateLimits = d.rateLimits(content.Blocks)
+	d.declared = c.RateLimits
+	c.Budgets = d.budgets(content.Blocks)
+	d.declaredBudgets = c.Budgets
 	c.Agents = d.agents(content.Blocks)
 	for i := range c.Agents {
 		c.Agents[i].Notify.inherit(c.Notify)
@@ -112,9 +118,12 @@ type decoder struct {
 	dir string // absolute directory of the file
 	// hostChecks checks agent programs and directories on this host.
 	hostChecks bool
-	warns      []Problem  // found while decoding, for Config.Warnings
-	block      string     // the block being decoded, as `agent "build"`; "" at the top
-	inner      hcl.Blocks // the blocks inside it
+	warns      []Problem   // found while decoding, for Config.Warnings
+	block      string      // the block being decoded, as `agent "build"`; "" at the top
+	declared   []RateLimit // the limit blocks, for the agents that name them
+	// declaredBudgets are the budget blocks, for the agents that name them.
+	declaredBudgets []Budget
+	inner           hcl.Blocks // the blocks inside it
 }
 
 // top decodes the top-level attributes over the defaults in c.

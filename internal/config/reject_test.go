@@ -117,6 +117,19 @@ func TestLoad_Rejects(t *testing.T) {
 			`11: agent "big": memory_max "-1G" ` + notSize,
 			`12: agent "big": cpu_max is a number of CPUs, more than 0 and at most 4096 (such as 0.5 or 2), got 5000`,
 		}},
+		{"ratelimits", []string{
+			`2: limit "llm": rate "abc" is not UNITS/PERIOD, such as "60/1m"`,
+			`5: limit "zero": rate "0/1m": the units must be a whole number from 1 to 2147483647, such as "60/1m"`,
+			`8: limit "instant": rate "5/0s": the period must be a duration from 1ms to 8784h0m0s, such as "1m"`,
+			`9: limit "instant": burst is how many units may be taken beyond the steady rate, from 0 to 2147483647, got -1`,
+			`14: agent "x": limit "nosuch" is not declared: add a limit "nosuch" { rate = "60/1m" } block`,
+		}},
+		{"budgets", []string{
+			`2: budget "neg": max is what the agents may spend in a period, from 0 to 1e+15, got -1`,
+			`7: budget "odd": period "2d" is not one of 1h, 1d, 1w, 1mo`,
+			`8: budget "odd": timezone "Mars/Olympus" is not a time zone this host knows (such as "Europe/Paris")`,
+			`13: agent "x": budget "nosuch" is not declared: add a budget "nosuch" { max = 5.00  period = "1d" } block`,
+		}},
 		{"box", []string{
 			`6: agent "who": user "qd-no-such-user" is not a user of this host (user: unknown user qd-no-such-user): create it (useradd --system qd-no-such-user) or name another`,
 			`12: agent "grouponly": group needs user: name the user the agent runs as, and group for a group other than that user's own`,

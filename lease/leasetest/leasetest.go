@@ -83,6 +83,10 @@ var cases = []testCase{
 	{"Chain/EnqueueRacesFinish", testChainEnqueueRacesFinish},
 	{"Chain/LateCompletion", testChainLateCompletion},
 	{"Chain/Prune", testChainPrune},
+	{"Limit/RateUnderRace", testLimitRateUnderRace},
+	{"Limit/HoldAndSpend", testLimitHoldAndSpend},
+	{"Settle/Deferral", testSettleDeferral},
+	{"Budget/StopsClaims", testBudgetStopsClaims},
 }
 
 // Short leases that expire during a test, and long ones that must not.

@@ -43,6 +43,13 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 	if made, ok := p.claimed(cp, now); ok {
 		return made, nil
 	}
+	if err := p.budgetHold(cp, now); err != nil {
+		return nil, fmt.Errorf("claim task: %w", err)
+	}
+	n, err = p.units(cp, n, now)
+	if err != nil {
+		return nil, fmt.Errorf("claim task: %w", err)
+	}
 	covers := func(lane string) bool { return len(cp.Lanes) == 0 || slices.Contains(cp.Lanes, lane) }
 	p.reap(covers, now)
 	running := map[string]int{}
@@ -59,6 +66,9 @@ func (p *Provider) claim(ctx context.Context, cp lease.ClaimParams, n int) ([]*l
 		}
 		running[t.Lane]++
 		out = append(out, p.start(t, cp, now))
+	}
+	for _, name := range cp.Limits {
+		p.limits[name].take(now, int64(len(out)))
 	}
 	if cp.Token != "" {
 		if p.tokens == nil {

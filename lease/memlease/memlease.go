@@ -34,6 +34,8 @@ type Provider struct {
 	notes     map[int64]*lease.Notification
 	lastNote  int64
 	chain     chain
+	limits    map[string]*rateLimit // the rate limits (limits.go)
+	budgets   map[string]*budget    // the budgets (budgets.go)
 }
 
 // New returns an empty provider.

@@ -101,11 +101,29 @@ func (p *Provider) settle(s lease.Settlement, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("settle %w", err)
 	}
+	s = p.deferral(r, s)
 	p.end(r, s, now)
 	if s.Event != "" {
 		p.record(r, s.Event, now)
 	}
 	return nil
+}
+
+// deferral counts a deferral of live run r's task, or, when the task has
+// had s.MaxDeferrals already, turns s into the failure of the run.
+func (p *Provider) deferral(r *lease.Run, s lease.Settlement) lease.Settlement {
+	if !s.Deferred {
+		return s
+	}
+	t := p.tasks[r.TaskID]
+	if t.Deferrals >= s.MaxDeferrals {
+		s.Outcome, s.Refund, s.RetryIn, s.Deferred = lease.RunFailed, false, 0, false
+		s.Summary += lease.DeferralCapped(s.MaxDeferrals)
+		return s
+	}
+	t.Deferrals++
+	r.Deferred = true
+	return s
 }
 
 // lateCompletion reports whether s, for run r no longer live, is a
@@ -175,7 +193,7 @@ func (p *Provider) end(r *lease.Run, s lease.Settlement, now time.Time) {
 		finish(t, lease.TaskCancelled, now)
 	case s.Outcome == lease.RunAbandoned && s.Refund:
 		t.Attempts--
-		requeue(t, now, now)
+		requeue(t, now.Add(s.RetryIn), now)
 	case t.Attempts >= t.MaxAttempts:
 		finish(t, lease.TaskFailed, now)
 		p.record(r, lease.EventFailed, now)

@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "claim_limit": 8, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 17, "fleet": 22, "children": 17}
+	want := map[string]int{"claim": 18, "claim_many": 24, "claim_limit": 8, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 17, "fleet": 24, "children": 17}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		if s.ID == "e2e" && strings.Contains(s.Shape, "River not measured") {

@@ -43,7 +43,8 @@ const fleetLease = 30 * time.Second
 // fleetResult is what one fleet cost over its window.
 type fleetResult struct {
 	daemons, children int
-	fill              time.Duration // from the first daemon's start to every child alive
+	fill              time.Duration // from the first daemon's start to every child alive, or to fleetFill
+	alive             int           // children alive when the window began
 	wall              time.Duration
 	xacts             int64
 	server            time.Duration // CPU of every process of the server
@@ -84,15 +85,17 @@ func (b *runner) fleet(ctx context.Context) error {
 	}
 	fb := *b
 	fb.o.DatabaseURL = dbURL
-	var results []fleetResult
+	var base *fleetResult
 	for _, n := range shape.Daemons {
 		r, err := fb.fleetOf(ctx, filepath.Join(cluster.Dir(), "data"), sleep, n, shape)
 		if err != nil {
 			return fmt.Errorf("fleet of %d daemons: %w", n, err)
 		}
-		results = append(results, r)
+		b.fleetFigures(shape, r, base)
+		if base == nil {
+			base = &r
+		}
 	}
-	b.fleetFigures(shape, results)
 	return nil
 }
 
@@ -169,7 +172,7 @@ func (b *runner) fleetOf(ctx context.Context, data, sleep string, n int, shape f
 			return r, err
 		}
 	}
-	if err := b.fleetFull(ctx, db, r.children); err != nil {
+	if r.alive, err = b.fleetFull(ctx, db, r.children); err != nil {
 		return r, err
 	}
 	r.fill = time.Since(start)
@@ -231,31 +234,52 @@ func (b *runner) fleetOf(ctx context.Context, data, sleep string, n int, shape f
 	if err != nil {
 		return r, fmt.Errorf("read the fleet's runs: %w", err)
 	}
+	if r.lost > 0 {
+		// Say how they ended, for the one reading the log.
+		rows, err := q.Query(ctx, db.sql(`SELECT state || ': ' || left(coalesce(summary, ''), 80), count(*) FROM {s}.runs
+			WHERE state <> 'running' GROUP BY 1 ORDER BY 2 DESC LIMIT 5`))
+		if err == nil {
+			for rows.Next() {
+				var how string
+				var k int64
+				if rows.Scan(&how, &k) == nil {
+					b.log.Warn("fleet runs that ended", "daemons", n, "how", how, "runs", k)
+				}
+			}
+			rows.Close()
+		}
+	}
 	b.log.Info("measured", "what", "fleet", "daemons", n, "xacts", r.xacts, "server_cpu", r.server, "min_lease_left", r.minLeaseLeft, "lost", r.lost)
 	return r, nil
 }
 
-// fleetFull waits until want runs are live in db, for at most two minutes.
-func (b *runner) fleetFull(ctx context.Context, db *database, want int) error {
+// fleetFill is how long a fleet may take to start every child; past it,
+// the fleet is measured with the children it has, and says how many.
+const fleetFill = 4 * time.Minute
+
+// fleetFull waits until want runs are live in db, for at most fleetFill,
+// and returns how many are.
+func (b *runner) fleetFull(ctx context.Context, db *database, want int) (int, error) {
 	q, err := pgx.Connect(ctx, db.connURL(benchApp))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer q.Close(ctx)
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(fleetFill)
 	for {
 		var live int
 		if err := q.QueryRow(ctx, db.sql(`SELECT count(*) FROM {s}.runs WHERE state = 'running' AND pid IS NOT NULL`)).Scan(&live); err != nil {
-			return fmt.Errorf("count the fleet's live runs: %w", err)
+			return 0, fmt.Errorf("count the fleet's live runs: %w", err)
 		}
 		if live >= want {
-			return nil
+			return live, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d children alive after two minutes", live, want)
+			b.log.Warn("the fleet did not start every child in time; measuring it as it is", "alive", live, "want", want, "waited", fleetFill)
+			return live, nil
 		}
 		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
-			return err
+			return 0, err
 		}
 	}
 }
@@ -310,39 +334,40 @@ func clusterPIDs(data string) []int {
 	return out
 }
 
-func (b *runner) fleetFigures(shape fleetShape, rs []fleetResult) {
+// fleetFigures adds the figures of one fleet, its cost per child set
+// against base's, the smallest fleet (nil for that one).
+func (b *runner) fleetFigures(shape fleetShape, r fleetResult, base *fleetResult) {
 	sec := b.r.Section("fleet", "A fleet of daemons on one database")
 	sec.Shape = fmt.Sprintf("one process per daemon, each with %d live children (sleep) of one agent on any of %d shared lanes, lease %s "+
-		"(heartbeats every %s), on a private cluster of its own; counted over %s once every child was alive and %s more had passed: "+
+		"(heartbeats every %s), on a private cluster of its own; counted over %s once every child was alive (or %s had passed) and %s more: "+
 		"transactions from pg_stat_database, the server's CPU from /proc of the postmaster and its children; "+
 		"the cost per live child per minute at each size against the smallest fleet's",
-		shape.Children, fleetLanes, fleetLease, fleetLease/3, shape.Window, shape.Warmup)
-	var baseX, baseCPU Figure
-	for i, r := range rs {
-		name := fmt.Sprintf("%d daemons × %d children", r.daemons, shape.Children)
-		minutes := r.wall.Minutes()
-		sec.Add(name, "time_to_fill_seconds", r.fill.Seconds(), "s")
-		sec.Add(name, "server_transactions_per_second", float64(r.xacts)/r.wall.Seconds(), "/s")
-		sec.Add(name, "server_cpu_percent", 100*r.server.Seconds()/r.wall.Seconds(), "%")
-		// Each figure's ratio is set as it is added: a pointer into the
-		// section's rows lasts only until the next Add.
-		x := sec.Add(name, "transactions_per_child_minute", float64(r.xacts)/float64(r.children)/minutes, "xacts")
-		if i == 0 {
-			baseX = *x
-		} else {
-			x.Against(baseX).Want("<=", 1.2)
-		}
-		c := sec.Add(name, "server_cpu_us_per_child_minute", float64(r.server.Microseconds())/float64(r.children)/minutes, "µs")
-		if i == 0 {
-			baseCPU = *c
-		} else if baseCPU.Value > 0 {
-			c.Against(baseCPU).Want("<=", 1.2)
-		}
-		sec.Add(name, "daemon_cpu_percent_each", 100*r.daemonsCPU.Seconds()/r.wall.Seconds()/float64(r.daemons), "%")
-		sec.Add(name, "daemon_rss_mib_each", float64(r.rss)/(1<<20)/float64(r.daemons), "MiB")
-		sec.Add(name, "children_per_daemon_min", float64(r.perDaemon[0]), "children").Want(">=", float64(shape.Children))
-		sec.Add(name, "children_per_daemon_max", float64(r.perDaemon[1]), "children")
-		sec.Add(name, "min_lease_left_seconds", r.minLeaseLeft.Seconds(), "s").Want(">=", fleetLease.Seconds()/2)
-		sec.Add(name, "runs_lost", float64(r.lost), "runs").Want("<=", 0)
+		shape.Children, fleetLanes, fleetLease, fleetLease/3, shape.Window, fleetFill, shape.Warmup)
+	name := fmt.Sprintf("%d daemons × %d children", r.daemons, shape.Children)
+	minutes := r.wall.Minutes()
+	alive := float64(max(r.alive, 1))
+	sec.Add(name, "children_alive", float64(r.alive), "children").Want(">=", float64(r.children))
+	sec.Add(name, "time_to_fill_seconds", r.fill.Seconds(), "s")
+	sec.Add(name, "server_transactions_per_second", float64(r.xacts)/r.wall.Seconds(), "/s")
+	sec.Add(name, "server_cpu_percent", 100*r.server.Seconds()/r.wall.Seconds(), "%")
+	// A ratio is set as its figure is added: a pointer into the section's
+	// rows lasts only until the next Add.
+	x := sec.Add(name, "transactions_per_child_minute", float64(r.xacts)/alive/minutes, "xacts")
+	if base != nil {
+		bx, _ := b.r.Find("fleet", fmt.Sprintf("%d daemons × %d children", base.daemons, shape.Children), "transactions_per_child_minute")
+		x.Against(bx).Want("<=", 1.2)
 	}
+	c := sec.Add(name, "server_cpu_us_per_child_minute", float64(r.server.Microseconds())/alive/minutes, "µs")
+	if base != nil {
+		bc, _ := b.r.Find("fleet", fmt.Sprintf("%d daemons × %d children", base.daemons, shape.Children), "server_cpu_us_per_child_minute")
+		if bc.Value > 0 {
+			c.Against(bc).Want("<=", 1.2)
+		}
+	}
+	sec.Add(name, "daemon_cpu_percent_each", 100*r.daemonsCPU.Seconds()/r.wall.Seconds()/float64(r.daemons), "%")
+	sec.Add(name, "daemon_rss_mib_each", float64(r.rss)/(1<<20)/float64(r.daemons), "MiB")
+	sec.Add(name, "children_per_daemon_min", float64(r.perDaemon[0]), "children").Want(">=", float64(shape.Children))
+	sec.Add(name, "children_per_daemon_max", float64(r.perDaemon[1]), "children")
+	sec.Add(name, "min_lease_left_seconds", r.minLeaseLeft.Seconds(), "s").Want(">=", fleetLease.Seconds()/2)
+	sec.Add(name, "runs_lost", float64(r.lost), "runs").Want("<=", 0)
 }

@@ -43,6 +43,9 @@ type Bucket struct {
 	// WaitSample says the percentiles come from 1 in WaitSample of the
 	// runs started (1: all of them), which bounds the cost of a long window.
 	WaitSample int64
+	// Usage is what the runs that finished in the bucket reported they
+	// spent (qd usage), summed by agent; empty when none reported any.
+	Usage map[string]float64
 }
 
 // PeriodicRecord is the last tick a periodic schedule recorded in the queue.

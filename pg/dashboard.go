@@ -376,6 +376,9 @@ func (p *Provider) Throughput(ctx context.Context, from, to time.Time, every tim
 	go func() {
 		defer close(done)
 		finishedErr = p.finishedBuckets(ctx, from, to, every, out, index)
+		if finishedErr == nil {
+			finishedErr = p.usageBuckets(ctx, from, to, every, out, index)
+		}
 	}()
 	waitErr := p.waitBuckets(ctx, from, to, every, k, out, index)
 	<-done
@@ -408,6 +411,35 @@ func (p *Provider) finishedBuckets(ctx context.Context, from, to time.Time, ever
 	})
 	if err != nil {
 		return fmt.Errorf("throughput: %w", mapErr(err))
+	}
+	return nil
+}
+
+// usageBuckets sums the usage the runs finished in each bucket reported,
+// by agent, through runs_finished_at_idx as finishedBuckets does. It
+// writes only the Usage maps of out.
+func (p *Provider) usageBuckets(ctx context.Context, from, to time.Time, every time.Duration, out []lease.Bucket, index func(time.Time) int) error {
+	rows, err := p.query(ctx, p.sql(`SELECT date_bin($3::interval, r.finished_at, $1), r.agent, sum(r.usage)::float8
+		FROM {{schema}}.runs r WHERE r.finished_at IS NOT NULL AND r.finished_at >= $1 AND r.finished_at < $2
+		  AND r.usage IS NOT NULL
+		GROUP BY 1, 2`), from, to, every)
+	if err != nil {
+		return fmt.Errorf("usage: %w", mapErr(err))
+	}
+	var at time.Time
+	var agent string
+	var sum float64
+	_, err = pgx.ForEachRow(rows, []any{&at, &agent, &sum}, func() error {
+		if i := index(at); i >= 0 {
+			if out[i].Usage == nil {
+				out[i].Usage = map[string]float64{}
+			}
+			out[i].Usage[agent] += sum
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("usage: %w", mapErr(err))
 	}
 	return nil
 }

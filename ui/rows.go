@@ -28,4 +28,7 @@ type BucketRow struct {
 	WaitP50  float64                  `json:"wait_p50_seconds"`
 	WaitP90  float64                  `json:"wait_p90_seconds"`
 	WaitP99  float64                  `json:"wait_p99_seconds"`
+	// Usage is what the runs finished in the interval reported spending
+	// (qd usage), by agent; absent when none did.
+	Usage map[string]float64 `json:"usage,omitempty"`
 }

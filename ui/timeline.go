@@ -256,6 +256,10 @@ type chartData struct {
 	Outcomes []string    `json:"outcomes"`
 	Finished [][]int64   `json:"finished"`
 	Wait     [][]float64 `json:"wait"`
+	// Agents are the agents that reported usage in the window, and
+	// Usage[i] their usage per bucket; both empty when none did.
+	Agents []string    `json:"agents"`
+	Usage  [][]float64 `json:"usage"`
 }
 
 var outcomes = []lease.RunState{lease.RunCompleted, lease.RunFailed, lease.RunAbandoned, lease.RunCancelled}
@@ -282,7 +286,7 @@ func (s *server) throughput(r *http.Request) (any, error) {
 	}
 	for _, b := range bs {
 		tp.Buckets = append(tp.Buckets, BucketRow{At: b.At, Finished: b.Finished, Started: b.Started,
-			WaitP50: b.WaitP50, WaitP90: b.WaitP90, WaitP99: b.WaitP99})
+			WaitP50: b.WaitP50, WaitP90: b.WaitP90, WaitP99: b.WaitP99, Usage: b.Usage})
 		c.Times = append(c.Times, b.At.Unix())
 		for i, o := range outcomes {
 			c.Finished[i] = append(c.Finished[i], b.Finished[o])
@@ -292,11 +296,36 @@ func (s *server) throughput(r *http.Request) (any, error) {
 		c.Wait[1] = append(c.Wait[1], b.WaitP90)
 		c.Wait[2] = append(c.Wait[2], b.WaitP99)
 	}
+	c.Agents, c.Usage = usageSeries(bs)
 	tp.Chart = c
 	if len(bs) > 0 {
 		tp.WaitSample = bs[0].WaitSample
 	}
 	return tp, nil
+}
+
+// usageSeries is the usage chart's columns: the agents that reported any
+// in bs, by name, and each one's usage per bucket.
+func usageSeries(bs []lease.Bucket) ([]string, [][]float64) {
+	seen := map[string]bool{}
+	for _, b := range bs {
+		for a := range b.Usage {
+			seen[a] = true
+		}
+	}
+	agents := make([]string, 0, len(seen))
+	for a := range seen {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	usage := make([][]float64, len(agents))
+	for i, a := range agents {
+		usage[i] = make([]float64, len(bs))
+		for k, b := range bs {
+			usage[i][k] = b.Usage[a]
+		}
+	}
+	return agents, usage
 }
 
 // barsSVG writes each bar as a link to its task around a rect with a

@@ -77,6 +77,15 @@
       return { label: p, stroke: ["#1565c0", "#6a1b9a", "#ad1457"][i], width: 1.5, points: { show: false } };
     });
     chart(document.getElementById("chart-wait"), "Queue wait (seconds)", wait, [d.t].concat(d.wait), "seconds");
+    // What the agents reported spending (qd usage), per agent: drawn
+    // only when one did.
+    var palette = ["#2e7d32", "#ef6c00", "#1565c0", "#6a1b9a", "#ad1457", "#00838f", "#5d4037", "#9e9d24"];
+    var usage = (d.agents || []).map(function (a, i) {
+      return { label: a, stroke: palette[i % palette.length], width: 1.5, points: { show: false } };
+    });
+    if (usage.length) {
+      chart(document.getElementById("chart-usage"), "Usage reported per " + d.bucket + ", by agent", usage, [d.t].concat(d.usage), "usage");
+    }
   }
 
   // zoom lets a drag across the timeline choose the span to show.

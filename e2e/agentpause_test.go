@@ -41,3 +41,23 @@ func TestAgent_PauseHoldsTheDaemon(t *testing.T) {
 		t.Errorf("qd status still says agent w is paused after resume: %+v", st.Agents[0].Paused)
 	}
 }
+
+// Ensure `qd agent resume` on the daemon's host wakes it: a task of an
+// hourly agent, enqueued while the agent was paused, runs within seconds
+// of the resume rather than at the next tick.
+func TestAgent_ResumeWakesTheDaemon(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	dir := t.TempDir()
+	d := testkit.StartDaemon(t, qd, db, "resume", nowAgent("hourly", startMarker(t, dir, "0.1"), "@hourly"), testkit.DaemonOptions{})
+	testkit.MustQD(t, qd, db, "agent", "pause", "hourly")
+	id := testkit.MustQD(t, qd, db, "enqueue", "--config", d.Config, "--lane", "r", "--agent", "hourly", "{}")
+	time.Sleep(2 * time.Second) // the enqueue woke the daemon, which claimed nothing
+	if s := showTask(t, qd, db, id); s.Task.State != "queued" {
+		t.Fatalf("task %s of the paused agent is %s, want queued", id, s.Task.State)
+	}
+	resumed := time.Now()
+	testkit.MustQD(t, qd, db, "agent", "resume", "--config", d.Config, "hourly")
+	started := startedAt(t, dir, id, 15*time.Second)
+	t.Logf("task %s started %s after the resume", id, started.Sub(resumed).Round(time.Millisecond))
+}

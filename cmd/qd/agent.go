@@ -88,6 +88,13 @@ func runAgentResume(ctx context.Context, env *Env, _ *flag.FlagSet, args []strin
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "agent %s resumed: its queued tasks are claimed again\n", agent)
+	// The daemon here that runs the agent claims at once rather than at
+	// its next tick; any other claims at its own.
+	if c, ok := env.localDaemon(); ok {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = c.Wake(wctx, agent)
+	}
 	return nil
 }
 

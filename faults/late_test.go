@@ -3,6 +3,7 @@ package faults
 import (
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,5 +72,32 @@ func TestLate_RefusedOnceAnotherRunExists(t *testing.T) {
 	r.scalar(&summary, `SELECT summary FROM {s}.runs WHERE id = $1`, second)
 	if state != "abandoned" || summary != "done by the other" {
 		t.Errorf("first run %s, second's summary %q: want the first left abandoned and the second's outcome standing", state, summary)
+	}
+}
+
+// Ensure a daemon paused past its run's lease (a laptop asleep, SIGSTOP
+// here) while its child finished, with no other daemon to take the task,
+// sends the child's completion when it wakes rather than fencing the run
+// into an abandon: the task is done by its one run, not run again.
+func TestLate_PausedDaemonAloneCompletes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	id := r.enqueue("asleep", "w", `{"mode":"sleep","ms":1500}`, 3)
+	d := r.daemon("asleep", r.agentHCL(agentConf{name: "w", lease: "3s", heartbeat: "1s"}), testkit.DaemonOptions{})
+	r.waitEvent("start", id, 20*time.Second)
+	d.Signal(syscall.SIGSTOP)
+	fig.fault("sigstop", 1)
+	r.waitEvent("end", id, 10*time.Second) // the child finishes while its daemon sleeps
+	time.Sleep(4 * time.Second)            // past the lease
+	d.Signal(syscall.SIGCONT)
+	r.waitStates("done", nil, 20*time.Second)
+	r.verify(expect{})
+	if runs := r.runsOf(id); runs != 1 {
+		t.Errorf("task %d: %d runs, want its one run: finished work was done again", id, runs)
+	}
+	var state string
+	r.scalar(&state, `SELECT state FROM {s}.runs WHERE task_id = $1`, id)
+	if state != "completed" {
+		t.Errorf("the run is %s, want completed, settled late after the pause:\n%s", state, d.Log())
 	}
 }

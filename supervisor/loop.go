@@ -185,6 +185,12 @@ func (s *Supervisor) check(c *child, now int64) (next int64, state int) {
 	switch {
 	case reason.leaseGone():
 		return next, state
+	case now >= hb.deadline && hasExited(pid):
+		// The child ended (during a pause of the daemon, say) and its
+		// waiter has yet to see it: its exit status decides the run, and
+		// a completion is sent as one, however late (settle_runs takes
+		// it when no other run was claimed), not fenced into an abandon.
+		return next, state
 	case now >= hb.deadline:
 		s.fence(c, hb, now)
 		return next, state

@@ -55,3 +55,6 @@ func bootID() string {
 // waitExited is not available here: the child is reaped before its group is
 // killed.
 func waitExited(int, int) bool { return false }
+
+// hasExited is false here: the waiter alone learns of the exit.
+func hasExited(int) bool { return false }

@@ -108,6 +108,18 @@ func bootID() string {
 	return string(bytes.TrimSpace(b))
 }
 
+// hasExited reports, without waiting and without reaping it, whether the
+// child pid has exited (or is already reaped): the exit a waiter has not
+// yet seen.
+func hasExited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err != nil {
+		return errors.Is(err, syscall.ECHILD)
+	}
+	return info.Signo != 0 // zero: no exit to report yet
+}
+
 // waitExited blocks until pid has exited without reaping it, so that its pid
 // (and so the group id) cannot be reused while the group is killed. It
 // closes pidfd. With a pidfd the wait parks in the runtime's poller, not in

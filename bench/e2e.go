@@ -30,7 +30,7 @@ type peerResult struct {
 	machine machineCPU
 	// Commits of the runner's database; -1 where there is none (the loop).
 	Commits int64
-	cost    // the daemon's own figures; zero for the loop and River
+	cost    // the runner's own CPU (daemon or River's process), its children's and its backends'; zero for the loop
 }
 
 // cpuPerTask is the machine's CPU over the steady span per task finished
@@ -365,13 +365,20 @@ func (b *runner) e2eFigures(prog string, n int, skip string, loops, rivers, ones
 	loop := *sec.Add(loopName, "tasks_per_second", per(loops, rate), "/s")
 	loopCPU := *sec.Add(loopName, "cpu_ms_per_task", per(loops, cpu), "ms")
 	loopBusy := *sec.Add(loopName, "busy_percent", per(loops, busy), "%")
-	var river Figure
+	// A runner's own share of a task: its process (the daemon, River's
+	// client) and the backends serving it, the children left out.
+	ownCPU := func(r peerResult) float64 { return ms(r.Daemon+r.Postgres) / float64(r.Tasks) }
+	var river, riverOwn Figure
 	if len(rivers) > 0 {
 		name := fmt.Sprintf("River v0.51.2, exec worker, MaxWorkers %d", e2eParallel)
 		river = *sec.Add(name, "tasks_per_second", per(rivers, rate), "/s").Against(loop)
 		sec.Add(name, "cpu_ms_per_task", per(rivers, cpu), "ms").Against(loopCPU)
 		sec.Add(name, "busy_percent", per(rivers, busy), "%").Against(loopBusy)
 		sec.Add(name, "commits_per_task", per(rivers, commits), "commits")
+		sec.Add(name, "process_cpu_ms_per_task", per(rivers, func(r peerResult) float64 { return ms(r.Daemon) / float64(r.Tasks) }), "ms")
+		sec.Add(name, "children_cpu_ms_per_task", per(rivers, func(r peerResult) float64 { return ms(r.Children) / float64(r.Tasks) }), "ms")
+		sec.Add(name, "postgres_cpu_ms_per_task", per(rivers, func(r peerResult) float64 { return ms(r.Postgres) / float64(r.Tasks) }), "ms")
+		riverOwn = *sec.Add(name, "own_cpu_ms_per_task", per(rivers, ownCPU), "ms")
 	}
 	for _, shape := range []struct {
 		name string
@@ -393,6 +400,10 @@ func (b *runner) e2eFigures(prog string, n int, skip string, loops, rivers, ones
 		sec.Add(name, "daemon_cpu_ms_per_task", per(rs, func(r peerResult) float64 { return ms(r.Daemon) / float64(r.Tasks) }), "ms")
 		sec.Add(name, "children_cpu_ms_per_task", per(rs, func(r peerResult) float64 { return ms(r.Children) / float64(r.Tasks) }), "ms")
 		sec.Add(name, "postgres_cpu_ms_per_task", per(rs, func(r peerResult) float64 { return ms(r.Postgres) / float64(r.Tasks) }), "ms")
+		own := sec.Add(name, "own_cpu_ms_per_task", per(rs, ownCPU), "ms")
+		if len(rivers) > 0 {
+			own.Against(riverOwn).Want("<=", 1.0)
+		}
 	}
 	// The loop's tick to exec is the floor of the daemon's on this
 	// machine; the targets stay on the daemon's values.

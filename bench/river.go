@@ -26,6 +26,12 @@ type riverResult struct {
 	MachineCPU float64   `json:"machine_cpu_seconds"`
 	Idle       float64   `json:"machine_idle_seconds"`
 	Commits    int64     `json:"commits"`
+	// River's own share, measured by the peer: its process, the children
+	// it ran, and the backends of its working pool.
+	ProcessCPU  float64 `json:"process_cpu_seconds"`
+	ChildrenCPU float64 `json:"children_cpu_seconds"`
+	BackendsCPU float64 `json:"backends_cpu_seconds"`
+	Backends    int     `json:"backends"`
 }
 
 // riverDir is the module of the River peer: Options.River, else
@@ -121,10 +127,15 @@ func (b *runner) runRiver(ctx context.Context, db *database, bin, prog string, n
 	}
 	st := steady{Rate: rr.Rate, From: rr.SteadyFrom.Add(-off), To: rr.SteadyTo.Add(-off), Tasks: rr.SteadyJobs}
 	r := peerResult{Tasks: rr.Jobs, steady: st, Wall: time.Duration(rr.Wall * float64(time.Second)), Commits: rr.Commits}
+	r.cost = cost{Daemon: seconds(rr.ProcessCPU), Children: seconds(rr.ChildrenCPU), Postgres: seconds(rr.BackendsCPU), Xacts: rr.Commits, Sent: -1, Commits: rr.Commits}
 	if r.machine, err = sampler.between(st.From, st.To); err != nil {
 		return r, fmt.Errorf("River peer: %w", err)
 	}
 	b.log.Info("measured", "what", "River", "jobs", n, "per_second", int(r.Rate), "machine_cpu_ms_per_task", r.cpuPerTask(),
-		"busy", r.machine.busyShare(), "commits", r.Commits)
+		"busy", r.machine.busyShare(), "commits", r.Commits,
+		"process_cpu", r.Daemon, "children_cpu", r.Children, "postgres_cpu", r.Postgres, "backends", rr.Backends)
 	return r, nil
 }
+
+// seconds is s seconds as a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

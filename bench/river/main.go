@@ -56,6 +56,18 @@ type Result struct {
 	// Commits is the database's committed transactions while the jobs ran
 	// (its xact_commit, from pg_stat_database, after the client stopped).
 	Commits int64 `json:"commits"`
+	// ProcessCPU is this process's own CPU (user and system, every thread)
+	// from the client's start to the last job's completion event, and
+	// ChildrenCPU that of the children it ran and reaped over the same span
+	// (getrusage). BackendsCPU is the CPU of the PostgreSQL backends that
+	// served the working pool, read from /proc/<pid>/stat just before the
+	// client stops: the pool is new when the work starts, so each backend's
+	// whole life is the work's. River's own share of a task's cost is
+	// ProcessCPU plus BackendsCPU.
+	ProcessCPU  float64 `json:"process_cpu_seconds"`
+	ChildrenCPU float64 `json:"children_cpu_seconds"`
+	BackendsCPU float64 `json:"backends_cpu_seconds"`
+	Backends    int     `json:"backends"`
 }
 
 type execArgs struct {
@@ -179,6 +191,7 @@ func work(ctx context.Context, db string, jobs, workers int, cooldown time.Durat
 		pool.Close()
 		return res, err
 	}
+	self0, children0 := rusage(syscall.RUSAGE_SELF), rusage(syscall.RUSAGE_CHILDREN)
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		pool.Close()
@@ -198,11 +211,16 @@ func work(ctx context.Context, db string, jobs, workers int, cooldown time.Durat
 		}
 	}
 	res.Wall = time.Since(start).Seconds()
+	res.ProcessCPU = rusage(syscall.RUSAGE_SELF) - self0
+	res.ChildrenCPU = rusage(syscall.RUSAGE_CHILDREN) - children0
 	busy1, idle1, err := machineCPU()
 	if err != nil {
 		waitErr = errors.Join(waitErr, err)
 	}
 	res.MachineCPU, res.Idle = busy1-busy0, idle1-idle0
+	if waitErr == nil {
+		res.BackendsCPU, res.Backends, waitErr = backendsCPU(ctx, db)
+	}
 	stopCtx, stop := context.WithTimeout(ctx, 15*time.Second)
 	defer stop()
 	if err := client.Stop(stopCtx); err != nil {
@@ -261,6 +279,59 @@ func commits(ctx context.Context, db string) (int64, error) {
 		return 0, fmt.Errorf("read commits: %w", err)
 	}
 	return n, nil
+}
+
+// rusage is the user and system CPU of who (RUSAGE_SELF or
+// RUSAGE_CHILDREN), in seconds.
+func rusage(who int) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// backendsCPU sums the CPU of the database's other backends (the working
+// pool's, since the queuing pool is closed) from /proc/<pid>/stat, which
+// PostgreSQL on the same machine lets this process read.
+func backendsCPU(ctx context.Context, db string) (float64, int, error) {
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		return 0, 0, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, 0, fmt.Errorf("list backends: %w", err)
+	}
+	var sum float64
+	n := 0
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // ended meanwhile, or on another machine
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		f := strings.Fields(string(data[i+1:]))
+		if i < 0 || len(f) < 13 {
+			return 0, 0, fmt.Errorf("backend %d: unexpected /proc/%d/stat", pid, pid)
+		}
+		// utime and stime are fields 14 and 15, so 11 and 12 here, in
+		// USER_HZ (100/s).
+		for _, k := range []int{11, 12} {
+			v, err := strconv.ParseInt(f[k], 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("backend %d: field %d of /proc/%d/stat: %w", pid, k+3, pid, err)
+			}
+			sum += float64(v) / 100
+		}
+		n++
+	}
+	return sum, n, nil
 }
 
 // machineCPU returns the busy and idle time of all CPUs from /proc/stat,

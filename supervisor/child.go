@@ -32,8 +32,10 @@ type child struct {
 	workdir string
 	// resultFile is $QD_RESULT, parentsFile $QD_PARENT_RESULTS ("" when
 	// the task waited for none), resultsDir the directory of both when it
-	// is not the workdir; set before the child starts.
+	// is not the workdir and the run's own; sharedResults when both are in
+	// the shared results directory. Set before the child starts.
 	resultFile, parentsFile, resultsDir string
+	sharedResults                       bool
 	// cg is the run's cgroup, nil when it has none, and cgGen the run's
 	// generation in it (runCgroup.liveCPU); both are set under mu before
 	// the child starts and never change after.

@@ -23,19 +23,31 @@ const (
 	ParentResultsEnv = "QD_PARENT_RESULTS"
 )
 
-// resultsDir holds, for a run without a fresh workdir, a directory of its
-// own for its result files (removed when it ends).
+// resultsDir holds, for a run without a fresh workdir that runs as another
+// user, a directory of its own for its result files (given to that user,
+// removed when the run ends).
 func resultsDir(stateDir string, runID int64) string {
 	return filepath.Join(stateDir, "results", strconv.FormatInt(runID, 10))
 }
 
-// prepareResults chooses where c's result files live, in its fresh
-// workdir when it has one (the box and the run's user reach it), else in
-// a directory of its own under the state directory, given to the run's
-// user, and writes the results of the tasks it waited for there.
+// sharedResults is the directory of the result files of the runs without
+// a fresh workdir that run as the daemon's own user: one file or two per
+// run, named by its id, in one directory made once rather than one made
+// and removed per run (which the file system pays for on every start).
+func sharedResults(stateDir string) string { return filepath.Join(stateDir, "results") }
+
+// prepareResults chooses where c's result files live: in its fresh
+// workdir when it has one (the box and the run's user reach it); for a run
+// as another user, in a directory of its own under the state directory,
+// given to that user; else in the shared results directory, under names
+// of the run's own. It writes the results of the tasks c waited for there.
 func (s *Supervisor) prepareResults(c *child) error {
 	dir := c.workdir
-	if dir == "" {
+	result, parents := ".qd-result.json", ".qd-parent-results.json"
+	asOther := c.spec.User != nil && os.Geteuid() == 0
+	switch {
+	case dir != "":
+	case asOther:
 		dir = resultsDir(s.cfg.StateDir, c.l.RunID)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 			return fmt.Errorf("create the results directory: %w", err)
@@ -43,24 +55,30 @@ func (s *Supervisor) prepareResults(c *child) error {
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("create the run's results directory: %w", err)
 		}
-		if u := c.spec.User; u != nil && os.Geteuid() == 0 {
-			if err := os.Chown(dir, u.UID, u.GID); err != nil {
-				return fmt.Errorf("give the run's results directory to user %s: %w", u.Name, err)
-			}
+		if err := os.Chown(dir, c.spec.User.UID, c.spec.User.GID); err != nil {
+			return fmt.Errorf("give the run's results directory to user %s: %w", c.spec.User.Name, err)
 		}
 		c.resultsDir = dir
+	default:
+		dir = sharedResults(s.cfg.StateDir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create the results directory: %w", err)
+		}
+		id := strconv.FormatInt(c.l.RunID, 10)
+		result, parents = id+".result.json", id+".parents.json"
+		c.sharedResults = true
 	}
-	c.resultFile = filepath.Join(dir, ".qd-result.json")
+	c.resultFile = filepath.Join(dir, result)
 	if c.spec.ParentResults == nil {
 		return nil
 	}
-	c.parentsFile = filepath.Join(dir, ".qd-parent-results.json")
+	c.parentsFile = filepath.Join(dir, parents)
 	if err := os.WriteFile(c.parentsFile, c.spec.ParentResults, 0o600); err != nil {
 		return fmt.Errorf("write the results of the tasks run %d waited for: %w", c.l.RunID, err)
 	}
-	if u := c.spec.User; u != nil && os.Geteuid() == 0 {
-		if err := os.Chown(c.parentsFile, u.UID, u.GID); err != nil {
-			return fmt.Errorf("give the parent results file to user %s: %w", u.Name, err)
+	if asOther {
+		if err := os.Chown(c.parentsFile, c.spec.User.UID, c.spec.User.GID); err != nil {
+			return fmt.Errorf("give the parent results file to user %s: %w", c.spec.User.Name, err)
 		}
 	}
 	return nil
@@ -147,11 +165,23 @@ func resultText(err error) string {
 	return s
 }
 
-// dropResults removes c's results directory, when it has one of its own.
+// dropResults removes c's results directory, when it has one of its own,
+// or its files in the shared one.
 func dropResults(c *child) {
 	if c.resultsDir != "" {
 		if err := os.RemoveAll(c.resultsDir); err != nil {
 			c.log.Warn("remove the run's results directory", "dir", c.resultsDir, "error", err)
+		}
+	}
+	if !c.sharedResults {
+		return
+	}
+	for _, f := range []string{c.resultFile, c.parentsFile} {
+		if f == "" {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("remove the run's result file", "file", f, "error", err)
 		}
 	}
 }

@@ -25,6 +25,10 @@ func TestSupervisor_Result(t *testing.T) {
 		if got := string(h.task(l.TaskID).Result); got != `{"found": 3}` {
 			t.Errorf("result: got %q", got)
 		}
+		h.waitGone()
+		if left, _ := os.ReadDir(sharedResults(h.state)); len(left) > 0 {
+			t.Errorf("result file left behind in %s: %v", sharedResults(h.state), left)
+		}
 	})
 	t.Run("Socket", func(t *testing.T) {
 		// Ensure a result sent while it runs is stored with its completion.
@@ -76,6 +80,9 @@ func TestSupervisor_Result(t *testing.T) {
 		}
 		if _, err := os.Stat(resultsDir(h.state, l.RunID)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("results directory left behind: %v", err)
+		}
+		if left, _ := os.ReadDir(sharedResults(h.state)); len(left) > 0 {
+			t.Errorf("result files left behind in %s: %v", sharedResults(h.state), left)
 		}
 	})
 }

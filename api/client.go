@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,10 +47,20 @@ type Client struct {
 	Token string
 }
 
-// Status asks the daemon for its Snapshot.
+// Status asks the daemon for its Snapshot, with every live run.
 func (c Client) Status(ctx context.Context) (*Snapshot, error) {
+	return c.StatusRuns(ctx, -1)
+}
+
+// StatusRuns asks the daemon for its Snapshot with its runs oldest live
+// runs listed (every one when runs < 0); RunsTotal counts them all.
+func (c Client) StatusRuns(ctx context.Context, runs int) (*Snapshot, error) {
+	path := StatusPath
+	if runs >= 0 {
+		path += "?runs=" + strconv.Itoa(runs)
+	}
 	var snap Snapshot
-	if err := c.do(ctx, http.MethodGet, StatusPath, &snap); err != nil {
+	if err := c.do(ctx, http.MethodGet, path, &snap); err != nil {
 		return nil, err
 	}
 	return &snap, nil

@@ -28,8 +28,9 @@ import (
 // database queries honour ctx, which ends when the request is abandoned or
 // its time is up.
 type Daemon interface {
-	// Status returns the daemon's current state.
-	Status(ctx context.Context) Snapshot
+	// Status returns the daemon's current state, listing the runs oldest
+	// live runs (every one when runs < 0) and counting all of them.
+	Status(ctx context.Context, runs int) Snapshot
 	// Progress records that the child of run id made progress; it returns
 	// an error matching ErrUnknownRun when the daemon does not run it.
 	Progress(ctx context.Context, runID int64) error
@@ -284,7 +285,16 @@ func (s *Server) handleParents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), snapshotTimeout)
 	defer cancel()
-	snap := s.d.Status(ctx)
+	runs := -1
+	if v := r.URL.Query().Get("runs"); v != "" && v != "all" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, fmt.Sprintf("runs=%q: give how many live runs to list, 0 or more, or all", v), http.StatusBadRequest)
+			return
+		}
+		runs = n
+	}
+	snap := s.d.Status(ctx, runs)
 	normalize(&snap)
 	s.writeJSON(w, r, snap)
 }

@@ -89,7 +89,7 @@ func (f fakeDaemon) Spend(context.Context, string, int64) (Limit, error) {
 	return Limit{}, ErrUnknownLimit
 }
 
-func (f fakeDaemon) Status(ctx context.Context) Snapshot {
+func (f fakeDaemon) Status(ctx context.Context, _ int) Snapshot {
 	f.called()
 	if f.status == nil {
 		return Snapshot{}
@@ -527,6 +527,32 @@ func TestServer_HTTP(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", path)
 		},
 	}}
+
+	t.Run("RunsParameter", func(t *testing.T) {
+		// Ensure a runs parameter that is not a count or "all" is refused
+		// naming it, and the daemon is not asked.
+		for _, v := range []string{"-1", "some", "1.5"} {
+			resp, err := client.Get("http://qd/v1/status?runs=" + v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "runs=") {
+				t.Errorf("runs=%s: %d %q; want 400 naming runs", v, resp.StatusCode, body)
+			}
+		}
+		for _, v := range []string{"0", "3", "all"} {
+			resp, err := client.Get("http://qd/v1/status?runs=" + v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("runs=%s: %d, want 200", v, resp.StatusCode)
+			}
+		}
+	})
 
 	t.Run("SnakeCaseJSON", func(t *testing.T) {
 		// Ensure the JSON uses the documented snake_case names and empty

@@ -27,7 +27,10 @@ type Snapshot struct {
 	Database      DatabaseStatus `json:"database"`
 	Agents        []AgentStatus  `json:"agents"`
 	Runs          []LiveRun      `json:"runs"`
-	Lanes         []LaneStatus   `json:"lanes"`
+	// RunsTotal counts the live runs; Runs lists all of them, or the
+	// oldest as many as the request asked for (GET /v1/status?runs=N).
+	RunsTotal int          `json:"runs_total"`
+	Lanes     []LaneStatus `json:"lanes"`
 	// Limits and Budgets are the rate limits and budgets the daemon's
 	// agents use, with their state (docs/limits.md).
 	Limits  []Limit  `json:"limits"`

@@ -17,7 +17,7 @@ var _ api.Daemon = (*daemon)(nil)
 // Status builds what GET /v1/status serves. It reads the supervisor's
 // copied state and asks the database for lane depths with a short timeout,
 // so a slow database or client never holds up the heartbeat loop.
-func (d *daemon) Status(ctx context.Context) api.Snapshot {
+func (d *daemon) Status(ctx context.Context, runs int) api.Snapshot {
 	conf := d.config()
 	now := time.Now()
 	s := api.Snapshot{
@@ -49,9 +49,11 @@ func (d *daemon) Status(ctx context.Context) api.Snapshot {
 		}
 		s.Agents = append(s.Agents, as)
 	}
-	for _, r := range d.sup.Snapshot() {
+	live, total := d.sup.SnapshotOldest(runs)
+	for _, r := range live {
 		s.Runs = append(s.Runs, liveRun(r, conf.Name, now))
 	}
+	s.RunsTotal = total
 	s.DrainingSince = d.sup.DrainingSince()
 	s.StartsHeld = d.starts.status()
 	want := 0

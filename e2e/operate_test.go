@@ -130,3 +130,83 @@ agent "busy" {
 		t.Fatalf("runs %v, want one cancelled", runStates(s))
 	}
 }
+
+// Ensure `qd status --runs N` lists the N oldest runs in flight and counts
+// the rest, in the table and in JSON (runs_total), --runs all and --json
+// list every one, and a --runs that is not a count is a usage error.
+func TestDaemon_StatusListsTheOldestRuns(t *testing.T) {
+	t.Parallel()
+	qd, db := testkit.MustQueue(t)
+	testkit.MustQD(t, qd, db, "lane", "set", "many", "--max-running", "5")
+	for range 5 {
+		enqueue(t, qd, db, "many", "idle")
+	}
+	d := testkit.StartDaemon(t, qd, db, "status-runs", `
+agent "idle" {
+  command  = ["sleep", "600"]
+  schedule = "@every 1s"
+  lanes    = ["many"]
+  parallel = 5
+}`, testkit.DaemonOptions{})
+	type snap struct {
+		Runs []struct {
+			RunID      int64   `json:"run_id"`
+			AgeSeconds float64 `json:"age_seconds"`
+		} `json:"runs"`
+		RunsTotal int `json:"runs_total"`
+	}
+	status := func(args ...string) snap {
+		out := testkit.MustQD(t, qd, db, append([]string{"status", "--socket", d.Socket, "--json"}, args...)...)
+		var s snap
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("qd status --json %v: %v\n%s", args, err, out)
+		}
+		return s
+	}
+	testkit.Eventually(t, 20*time.Second, "5 runs in flight", func() bool { return status().RunsTotal == 5 })
+	all := status()
+	if len(all.Runs) != 5 {
+		t.Fatalf("qd status --json listed %d runs of %d, want every one", len(all.Runs), all.RunsTotal)
+	}
+	two := status("--runs", "2")
+	if two.RunsTotal != 5 || len(two.Runs) != 2 {
+		t.Fatalf("qd status --json --runs 2: %d listed, runs_total %d; want 2 and 5", len(two.Runs), two.RunsTotal)
+	}
+	// Oldest first: the two listed are the first two of the full list.
+	for i := range two.Runs {
+		if two.Runs[i].RunID != all.Runs[i].RunID {
+			t.Errorf("qd status --runs 2 listed run %d at %d; the oldest there is %d", two.Runs[i].RunID, i, all.Runs[i].RunID)
+		}
+	}
+	human := testkit.MustQD(t, qd, db, "status", "--socket", d.Socket, "--runs", "2")
+	if !strings.Contains(human, "… and 3 more") || !strings.Contains(human, "5 in flight") {
+		t.Errorf("qd status --runs 2 does not count the 3 runs it left out:\n%s", human)
+	}
+	// A row of the table starts with its run's id.
+	listed := func(text string, id int64) bool {
+		for _, line := range strings.Split(text, "\n") {
+			if f := strings.Fields(line); len(f) > 3 && f[0] == strconv.FormatInt(id, 10) && f[2] == "many" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range all.Runs[2:] {
+		if listed(human, r.RunID) {
+			t.Errorf("qd status --runs 2 listed run %d, the third or younger:\n%s", r.RunID, human)
+		}
+	}
+	every := testkit.MustQD(t, qd, db, "status", "--socket", d.Socket, "--runs", "all")
+	for _, r := range all.Runs {
+		if !listed(every, r.RunID) {
+			t.Errorf("qd status --runs all lacks run %d:\n%s", r.RunID, every)
+		}
+	}
+	if strings.Contains(every, "more") {
+		t.Errorf("qd status --runs all says some were left out:\n%s", every)
+	}
+	_, errOut, code := testkit.QD(t, qd, db, "status", "--socket", d.Socket, "--runs", "some")
+	if code != 2 || !strings.Contains(errOut, "--runs") {
+		t.Errorf("qd status --runs some: exit %d, stderr %q; want 2 naming --runs", code, errOut)
+	}
+}

@@ -289,12 +289,32 @@ func (s *Supervisor) Running(agent string) int {
 
 // Snapshot copies the state of every live run, oldest first.
 func (s *Supervisor) Snapshot() []RunStatus {
+	st, _ := s.SnapshotOldest(-1)
+	return st
+}
+
+// SnapshotOldest copies the state of the n oldest live runs (every one
+// when n < 0), oldest first, and counts all of them. Only the runs copied
+// are read (a run's CPU time is a read of its cgroup), so that a status of
+// thousands of children that shows a few costs what a few cost.
+func (s *Supervisor) SnapshotOldest(n int) ([]RunStatus, int) {
 	s.mu.Lock()
 	cs := make([]*child, 0, len(s.children))
 	for _, c := range s.children {
 		cs = append(cs, c)
 	}
 	s.mu.Unlock()
+	total := len(cs)
+	if n >= 0 && n < len(cs) {
+		// started and the run id never change once a child is recorded.
+		sort.Slice(cs, func(i, j int) bool {
+			if !cs[i].started.Equal(cs[j].started) {
+				return cs[i].started.Before(cs[j].started)
+			}
+			return cs[i].l.RunID < cs[j].l.RunID
+		})
+		cs = cs[:n]
+	}
 	now := s.mono()
 	out := make([]RunStatus, len(cs))
 	// Each status reads its run's CPU time from its cgroup, a system call:
@@ -310,7 +330,7 @@ func (s *Supervisor) Snapshot() []RunStatus {
 	}
 	wg.Wait()
 	sortStatus(out)
-	return out
+	return out, total
 }
 
 // snapshotShare is how many runs' statuses one goroutine of Snapshot

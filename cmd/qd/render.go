@@ -20,7 +20,7 @@ func renderStatus(w io.Writer, s *api.Snapshot, now time.Time) error {
 	renderAgents(tw, s.Agents, now)
 	renderBoxes(tw, s.Agents)
 	renderPeriodics(tw, s.Periodics, now)
-	renderRuns(tw, s.Runs)
+	renderRuns(tw, s.Runs, s.RunsTotal)
 	renderLanes(tw, s.Lanes)
 	renderSpending(tw, s, now)
 	renderUnserved(tw, s.Unserved)
@@ -150,7 +150,16 @@ func renderUnserved(w io.Writer, us []api.UnservedAgent) {
 	}
 }
 
-func renderRuns(w io.Writer, runs []api.LiveRun) {
+func renderRuns(w io.Writer, runs []api.LiveRun, total int) {
+	if more := total - len(runs); more > 0 && len(runs) == 0 {
+		fmt.Fprintf(w, "\nRUNS IN FLIGHT\n%d in flight, none listed (qd status --runs N lists the oldest N)\n", total)
+		return
+	}
+	defer func() {
+		if more := total - len(runs); more > 0 {
+			fmt.Fprintf(w, "… and %d more, younger (%d in flight; qd status --runs all lists every one)\n", more, total)
+		}
+	}()
 	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "CPU", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
 		return
 	}

@@ -273,3 +273,35 @@ func TestClaimMany_Limits(t *testing.T) {
 		}
 	}
 }
+
+// Ensure a claim over several lanes whose first lanes hold fewer tasks
+// than their limits allow goes on to the later lanes for the rest: each
+// lane's share is taken together, and a share left short is made up.
+func TestClaimMany_ShortLanesMadeUp(t *testing.T) {
+	p := MustOpen(t)
+	ctx := context.Background()
+	queued := map[string]int{"a": 1, "b": 2, "c": 10}
+	for _, lane := range []string{"a", "b", "c"} {
+		if _, err := p.SetLane(ctx, lease.LaneUpdate{Name: lane, MaxRunning: intp(5)}); err != nil {
+			t.Fatal(err)
+		}
+		for range queued[lane] {
+			MustEnqueue(t, p, lease.EnqueueParams{Lane: lane, Agent: "a"})
+		}
+	}
+	ls, err := p.ClaimMany(ctx, lease.ClaimParams{Lanes: []string{"a", "b", "c"}, Agent: "a", Owner: "o"}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, l := range ls {
+		per[l.Lane]++
+	}
+	if len(ls) != 8 || per["a"] != 1 || per["b"] != 2 || per["c"] != 5 {
+		t.Fatalf("claim of 8 over lanes of 1, 2 and 10 tasks (limit 5 each) took %v, want a 1, b 2, c 5", per)
+	}
+	// The rest of lane c: its limit allows none more.
+	if more, err := p.ClaimMany(ctx, lease.ClaimParams{Lanes: []string{"a", "b", "c"}, Agent: "a", Owner: "o"}, 8); err != nil || len(more) != 0 {
+		t.Fatalf("claim with lane c at its limit: %d leases, %v; want none", len(more), err)
+	}
+}

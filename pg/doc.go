@@ -107,8 +107,11 @@
 //     pg_advisory_xact_lock(LaneLockSpace, lane_key(lane)), reaps the
 //     lane's expired leases through the index of live runs by lane, counts
 //     the lane's live runs in a statement that starts after the lock is
-//     held (so it sees every claim it waited for), and takes the best
-//     queued tasks FOR UPDATE SKIP LOCKED up to the lane's limit.
+//     held (so it sees every claim it waited for), and allots the lane
+//     what its limit allows; then one statement takes every allotted
+//     lane's best queued tasks FOR UPDATE SKIP LOCKED, up to its share,
+//     with the lanes' locks still held, and the lanes after them make up
+//     a share left short.
 //
 // The explicit READ COMMITTED matters: under REPEATABLE READ the count
 // would use a snapshot older than the lock and the lane bound would break.

@@ -40,12 +40,12 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + text.String())
-	want := map[string]int{"claim": 18, "claim_many": 24, "claim_limit": 8, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 31, "idle": 17, "fleet": 24, "children": 17}
+	want := map[string]int{"claim": 18, "claim_many": 24, "claim_limit": 8, "any_lane": 6, "cycle": 9, "heartbeat": 19, "depth": 6, "history": 6, "soak": 20, "e2e": 37, "idle": 17, "fleet": 24, "children": 18}
 	got := map[string]int{}
 	for _, s := range r.Sections {
 		if s.ID == "e2e" && strings.Contains(s.Shape, "River not measured") {
 			t.Logf("the River peer was left out: %s", s.Shape)
-			want["e2e"] -= 4 + 2 // its four figures, and the two ratios to it
+			want["e2e"] -= 8 + 2 // its eight figures, and the two ratios to it
 		}
 		got[s.ID] = len(s.Rows)
 		for _, f := range s.Rows {
@@ -90,6 +90,14 @@ func TestRun(t *testing.T) {
 	if f, ok := r.Find("e2e", "32 tasks claimable at a tick", "tick_to_exec_p99_ms"); !ok || f.Ratio == nil ||
 		f.Ratio.Case != "fork-exec loop, 32 started at a tick" || f.Ratio.Metric != "tick_to_exec_p99_ms" {
 		t.Errorf("tick to exec p99 is not set against the loop's: %+v", f)
+	}
+	// qd's own share of a task (daemon and backends) is held to River's,
+	// measured by the River peer itself.
+	if f, ok := r.Find("e2e", "qd run, 64 lanes of limit 1", "own_cpu_ms_per_task"); !ok {
+		t.Errorf("no own_cpu_ms_per_task for qd over 64 lanes")
+	} else if _, river := r.Find("e2e", "River v0.51.2, exec worker, MaxWorkers 32", "own_cpu_ms_per_task"); river &&
+		(f.Ratio == nil || f.Target == nil || f.Ratio.Metric != "own_cpu_ms_per_task") {
+		t.Errorf("qd's own share is not set against River's: %+v", f)
 	}
 	if r.Environment.Postgres == "" || r.Environment.CPUs == 0 {
 		t.Errorf("environment not recorded: %+v", r.Environment)

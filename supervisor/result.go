@@ -69,6 +69,14 @@ func (s *Supervisor) prepareResults(c *child) error {
 		c.sharedResults = true
 	}
 	c.resultFile = filepath.Join(dir, result)
+	if c.sharedResults {
+		// A file an earlier daemon left under this run id (it died before
+		// removing it, and a restored database gave the id out again) is
+		// not this run's result.
+		if err := os.Remove(c.resultFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("clear the run's result file: %w", err)
+		}
+	}
 	if c.spec.ParentResults == nil {
 		return nil
 	}

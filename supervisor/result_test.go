@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,29 @@ func TestSupervisor_Result(t *testing.T) {
 		r := h.waitRun(l.RunID)
 		if r.State != lease.RunFailed || !strings.Contains(r.Summary, "QD_RESULT") || !strings.Contains(r.Summary, "not valid JSON") {
 			t.Errorf("run with a bad result file: %s, %q; want failed, naming $QD_RESULT", r.State, r.Summary)
+		}
+	})
+	t.Run("StaleFile", func(t *testing.T) {
+		// Ensure a result file left under the run's id by an earlier
+		// daemon is not taken as the result of a run that wrote none.
+		h := MustHarness(t, nil)
+		if err := os.MkdirAll(sharedResults(h.state), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for id := 1; id <= 50; id++ {
+			if err := os.WriteFile(filepath.Join(sharedResults(h.state), fmt.Sprintf("%d.result.json", id)), []byte(`{"stale": true}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l := h.start("true", "{}", Spec{})
+		if r := h.waitRun(l.RunID); r.State != lease.RunCompleted {
+			t.Fatalf("run %s: %q", r.State, r.Summary)
+		}
+		if l.RunID > 50 {
+			t.Fatalf("run id %d is past the stale files; the test proves nothing", l.RunID)
+		}
+		if got := h.task(l.TaskID).Result; got != nil {
+			t.Errorf("result of a run that wrote none: %q, the stale file's", got)
 		}
 	})
 	t.Run("Failed", func(t *testing.T) {

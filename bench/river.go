@@ -126,7 +126,7 @@ func (b *runner) runRiver(ctx context.Context, db *database, bin, prog string, n
 		return peerResult{}, serr
 	}
 	st := steady{Rate: rr.Rate, From: rr.SteadyFrom.Add(-off), To: rr.SteadyTo.Add(-off), Tasks: rr.SteadyJobs}
-	r := peerResult{Tasks: rr.Jobs, steady: st, Wall: time.Duration(rr.Wall * float64(time.Second)), Commits: rr.Commits}
+	r := peerResult{Tasks: rr.Jobs, steady: st, Wall: seconds(rr.Wall), Commits: rr.Commits}
 	r.cost = cost{Daemon: seconds(rr.ProcessCPU), Children: seconds(rr.ChildrenCPU), Postgres: seconds(rr.BackendsCPU), Xacts: rr.Commits, Sent: -1, Commits: rr.Commits}
 	if r.machine, err = sampler.between(st.From, st.To); err != nil {
 		return r, fmt.Errorf("River peer: %w", err)

@@ -35,7 +35,7 @@ var functionSums = map[int]string{
 	21: "81a254f6ced6dd145aa4f4d968a0e99b5bf5170e4075e6b779328b238246d1c2",
 	22: "b4de48a2557e8ee865034d9bccbe61475c3360ad7cfe35911b79b8305c37ffe8",
 	23: "f0859573469174bc49d1da019de7074caa812aa51d944b18dea0d0a3911857ed",
-	24: "8db533b68eb3c6f1aee0c7a7a304e5270fb60e6aa248dd0b435d62f76a9d50ea",
+	24: "11798a78629211b2e199b43a6199bb35c5b014e9e7e56d0288591163096a1345",
 }
 
 // Ensure each file of functions/ holds one CREATE OR REPLACE FUNCTION, of

@@ -305,14 +305,15 @@ func (s *Supervisor) SnapshotOldest(n int) ([]RunStatus, int) {
 	}
 	s.mu.Unlock()
 	total := len(cs)
+	// Oldest first; started and the run id never change once a child is
+	// recorded, so no child's lock is needed to sort.
+	sort.Slice(cs, func(i, j int) bool {
+		if !cs[i].started.Equal(cs[j].started) {
+			return cs[i].started.Before(cs[j].started)
+		}
+		return cs[i].l.RunID < cs[j].l.RunID
+	})
 	if n >= 0 && n < len(cs) {
-		// started and the run id never change once a child is recorded.
-		sort.Slice(cs, func(i, j int) bool {
-			if !cs[i].started.Equal(cs[j].started) {
-				return cs[i].started.Before(cs[j].started)
-			}
-			return cs[i].l.RunID < cs[j].l.RunID
-		})
 		cs = cs[:n]
 	}
 	now := s.mono()
@@ -329,22 +330,12 @@ func (s *Supervisor) SnapshotOldest(n int) ([]RunStatus, int) {
 		})
 	}
 	wg.Wait()
-	sortStatus(out)
 	return out, total
 }
 
 // snapshotShare is how many runs' statuses one goroutine of Snapshot
 // reads, at least.
 const snapshotShare = 256
-
-func sortStatus(st []RunStatus) {
-	sort.Slice(st, func(i, j int) bool {
-		if !st[i].Started.Equal(st[j].Started) {
-			return st[i].Started.Before(st[j].Started)
-		}
-		return st[i].RunID < st[j].RunID
-	})
-}
 
 // DrainingSince is when the drain began; zero while the supervisor is not
 // draining.

@@ -150,16 +150,14 @@ func renderUnserved(w io.Writer, us []api.UnservedAgent) {
 	}
 }
 
+// renderRuns writes the runs listed, and how many of total it left out
+// (qd status --runs N lists the oldest N).
 func renderRuns(w io.Writer, runs []api.LiveRun, total int) {
-	if more := total - len(runs); more > 0 && len(runs) == 0 {
+	more := total - len(runs)
+	if more > 0 && len(runs) == 0 {
 		fmt.Fprintf(w, "\nRUNS IN FLIGHT\n%d in flight, none listed (qd status --runs N lists the oldest N)\n", total)
 		return
 	}
-	defer func() {
-		if more := total - len(runs); more > 0 {
-			fmt.Fprintf(w, "… and %d more, younger (%d in flight; qd status --runs all lists every one)\n", more, total)
-		}
-	}()
 	if !section(w, "RUNS IN FLIGHT", len(runs), "RUN", "TASK", "LANE", "AGENT", "ATTEMPT", "PID", "AGE", "CPU", "SILENT", "OUTPUT QUIET", "LEASE LEFT") {
 		return
 	}
@@ -172,6 +170,9 @@ func renderRuns(w io.Writer, runs []api.LiveRun, total int) {
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.RunID, r.TaskID, r.Lane, r.Agent, r.Attempt, pid(r.PID),
 			seconds(r.AgeSeconds), cpuText(cpu), seconds(r.SilentSeconds), seconds(r.OutputSilentSeconds), leaseLeft(r.LeaseLeftSeconds))
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "… and %d more, younger (%d in flight; qd status --runs all lists every one)\n", more, total)
 	}
 }
 

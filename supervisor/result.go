@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/qd-run/qd/lease"
 )
@@ -73,7 +74,7 @@ func (s *Supervisor) prepareResults(c *child) error {
 		// A file an earlier daemon left under this run id (it died before
 		// removing it, and a restored database gave the id out again) is
 		// not this run's result.
-		if err := os.Remove(c.resultFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := unlink(c.resultFile); err != nil {
 			return fmt.Errorf("clear the run's result file: %w", err)
 		}
 	}
@@ -141,6 +142,9 @@ func (s *Supervisor) takeResult(c *child, st *lease.Settlement) {
 	b, err := readResult(c.resultFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if c.sharedResults {
+			c.resultFile = "" // nothing to remove
+		}
 		return
 	case err == nil:
 		err = lease.CheckResult(b)
@@ -188,8 +192,24 @@ func dropResults(c *child) {
 		if f == "" {
 			continue
 		}
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := unlink(f); err != nil {
 			c.log.Warn("remove the run's result file", "file", f, "error", err)
 		}
+	}
+}
+
+// unlink removes the file at path, a file that may not exist: one system
+// call, where os.Remove tries rmdir after a failed unlink, and these paths
+// are cleared at every run's start and end.
+func unlink(path string) error {
+	for {
+		err := syscall.Unlink(path)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOENT):
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		}
+		return &fs.PathError{Op: "unlink", Path: path, Err: err}
 	}
 }

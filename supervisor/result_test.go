@@ -82,12 +82,16 @@ func TestSupervisor_Result(t *testing.T) {
 		}
 	})
 	t.Run("Failed", func(t *testing.T) {
-		// Ensure a run that fails keeps no result.
+		// Ensure a run that fails keeps no result, and leaves no file.
 		h := MustHarness(t, nil)
 		l := h.start(`echo '{"x":1}' > "$QD_RESULT"; exit 1`, "{}", Spec{})
 		h.waitRun(l.RunID)
 		if got := h.task(l.TaskID).Result; got != nil {
 			t.Errorf("result of a failed run: got %q, want none", got)
+		}
+		h.waitGone()
+		if left, _ := os.ReadDir(sharedResults(h.state)); len(left) > 0 {
+			t.Errorf("a failed run's result file left behind in %s: %v", sharedResults(h.state), left)
 		}
 	})
 	t.Run("Parents", func(t *testing.T) {

@@ -109,7 +109,7 @@ func TestChaos_Randomised(t *testing.T) {
 			end = r.dbNow()
 		}
 		if d, ok := r.tryRecovery(n.name, end, 5*time.Second); ok {
-			fig.recovered(d)
+			fig.recovered("chaos "+kind, d)
 		}
 		time.Sleep(time.Duration(200+rnd.IntN(1500)) * time.Millisecond)
 	}

@@ -32,6 +32,8 @@ type figures struct {
 	badTotal      int
 	maxRSS        int64 // KiB
 	recovery      []time.Duration
+	slowest       time.Duration // the slowest recovery, and after what
+	slowestAfter  string
 	// restoreLost counts tasks enqueued after a failover's restored copy
 	// was taken, which the copy cannot know: lost by the restore itself,
 	// not by qd.
@@ -88,10 +90,15 @@ func (f *figures) lane(name string, occ, limit int) {
 	}
 }
 
-func (f *figures) recovered(d time.Duration) {
+// recovered records a recovery latency d after the fault named by after
+// (the test's or the fault's name), so that the slowest can be told.
+func (f *figures) recovered(after string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recovery = append(f.recovery, d)
+	if d > f.slowest {
+		f.slowest, f.slowestAfter = d, after
+	}
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -148,7 +155,8 @@ func (f *figures) report(w io.Writer, code int) {
 	for _, c := range f.clockShifts {
 		row("clock jump", c)
 	}
-	row("recovery latency p50 / p99", fmt.Sprintf("%s / %s (n=%d)", p50.Round(time.Millisecond), p99.Round(time.Millisecond), len(f.recovery)))
+	row("recovery latency p50 / p99", fmt.Sprintf("%s / %s (n=%d; slowest %s, after %s)", p50.Round(time.Millisecond),
+		p99.Round(time.Millisecond), len(f.recovery), f.slowest.Round(time.Millisecond), f.slowestAfter))
 	tw.Flush()
 	verdict := "PASS"
 	if code != 0 {

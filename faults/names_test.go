@@ -80,6 +80,6 @@ func TestNames_TakeOverFromDeadDaemon(t *testing.T) {
 	if d := next.Sub(restart); d > 10*time.Second {
 		t.Errorf("the task ran again %s after the restart; the earlier incarnation's run was not abandoned at once", d)
 	} else {
-		fig.recovered(d)
+		fig.recovered(t.Name(), d)
 	}
 }

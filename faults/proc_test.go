@@ -195,7 +195,7 @@ func TestProc_KillNineOrphanSweep(t *testing.T) {
 	if !gone.Before(next) {
 		t.Errorf("orphan last seen %s, after the task's next run started %s", gone, next)
 	}
-	fig.recovered(next.Sub(restart))
+	fig.recovered(t.Name(), next.Sub(restart))
 }
 
 func containsAny(s string, subs ...string) bool {

@@ -284,7 +284,7 @@ func (r *rig) waitHeartbeat(owner string, since time.Time, timeout time.Duration
 func (r *rig) waitRecovery(owner string, since time.Time, timeout time.Duration) time.Duration {
 	r.t.Helper()
 	d := r.waitHeartbeat(owner, since, timeout)
-	fig.recovered(d)
+	fig.recovered(r.t.Name()+" ("+owner+")", d)
 	return d
 }
 

@@ -67,7 +67,7 @@ func TestStateDir_DeletedUnderRunningDaemon(t *testing.T) {
 	if d := next.Sub(restart); d > 4*time.Second {
 		t.Errorf("the task ran again %s after the restart; its run was left to its lease", d)
 	} else {
-		fig.recovered(d)
+		fig.recovered(t.Name(), d)
 	}
 
 	// The daemon killed, then its state directory deleted while none

@@ -162,6 +162,7 @@ func (p *Provider) claimTx(ctx context.Context, cp lease.ClaimParams, n int) ([]
 	if limits == nil {
 		limits = []string{}
 	}
+	p.lastClaim.Store(time.Now().UnixNano())
 	err := p.inTx(ctx, func(b *pgx.Batch) {
 		riders = p.takeRiders(b)
 		// Whether each task waited for others rides along, so that a start

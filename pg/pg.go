@@ -97,6 +97,9 @@ type Provider struct {
 	// Statements waiting to go out with the next claim (rider.go).
 	riderMu sync.Mutex
 	riders  []*rider
+	// When the last claim went out (Unix ns): a rider waits for the next
+	// only when claims come often.
+	lastClaim atomic.Int64
 
 	// Transactions sent, committed or not.
 	txCount atomic.Int64

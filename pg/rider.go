@@ -13,7 +13,11 @@ import (
 // name): it goes out in the transaction of the next claim instead of one of
 // its own, so that a daemon whose agents tick sends one transaction per
 // tick and nothing else. When no claim comes within rideWait, or the claim
-// it rode failed, it is sent on its own.
+// it rode failed, it is sent on its own. When no claim went out within the
+// last rideWait either (agents that tick every minute, or none), it is sent
+// on its own at once: waiting would wake the daemon twice per write, once
+// to queue it and once to send it, for a claim that most likely will not
+// come.
 type rider struct {
 	sql  string
 	args []any
@@ -29,6 +33,9 @@ const rideWait = 2 * time.Second
 // ride runs one statement in the next claim's transaction, or in one of its
 // own as the type says.
 func (p *Provider) ride(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if time.Since(time.Unix(0, p.lastClaim.Load())) > rideWait {
+		return p.alone(ctx, sql, args...)
+	}
 	r := &rider{sql: sql, args: args, done: make(chan error, 1)}
 	p.riderMu.Lock()
 	p.riders = append(p.riders, r)
@@ -49,8 +56,13 @@ func (p *Provider) ride(ctx context.Context, sql string, args ...any) (pgconn.Co
 	if err == nil {
 		return r.tag, nil
 	}
+	return p.alone(ctx, sql, args...)
+}
+
+// alone runs one statement in a transaction of its own.
+func (p *Provider) alone(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
-	err = p.inTx(ctx, func(b *pgx.Batch) {
+	err := p.inTx(ctx, func(b *pgx.Batch) {
 		b.Queue(sql, args...).Exec(func(t pgconn.CommandTag) error {
 			tag = t
 			return nil

@@ -14,8 +14,9 @@ func TestTouchName_RidesOnClaims(t *testing.T) {
 	// Ensure a daemon whose agents tick sends one transaction per claim and
 	// none of its own to renew its name: the renewal goes out with the next
 	// claim, and still lands (seen_at moves, agents are written); with no
-	// claim to carry it, it goes out alone within a few seconds; and it
-	// still says when another daemon holds the name.
+	// claim to carry it, it goes out alone within a few seconds, and at once
+	// when no claim went out for longer than that; and it still says when
+	// another daemon holds the name.
 	p := MustOpen(t)
 	ctx := context.Background()
 	me := pg.Daemon{Name: "rider", Instance: "i1", Host: "h", PID: 1, BootID: "b", Agents: []string{"a"}}
@@ -91,12 +92,26 @@ func TestTouchName_RidesOnClaims(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("touch with no claim took %s", took)
 	}
+	// No claim since more than the wait (the last went out before the
+	// touch above waited): no claim is likely to come, so it goes out at
+	// once, the daemon woken once for it rather than twice.
+	start = time.Now()
+	ok, err = p.TouchName(ctx, "rider", "i1", nil)
+	if err != nil || !ok {
+		t.Fatalf("touch long after the last claim: ok %v, %v", ok, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("touch long after the last claim took %s; it waited for a claim that was not coming", took)
+	}
 	// Another instance holds the name now.
 	ok, err = p.TouchName(ctx, "rider", "i2", nil)
 	if err != nil || ok {
 		t.Errorf("touch by an instance that does not hold the name: ok %v, %v; want false", ok, err)
 	}
-	// A cancelled caller is not left waiting.
+	// A cancelled caller waiting for a claim is not left waiting.
+	if _, err := p.ClaimMany(ctx, lease.ClaimParams{Lanes: []string{"l"}, Owner: "rider", Instance: "i1"}, 1); err != nil {
+		t.Fatal(err)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if _, err := p.TouchName(cctx, "rider", "i1", nil); err == nil {

@@ -142,9 +142,7 @@ func (s *Supervisor) takeResult(c *child, st *lease.Settlement) {
 	b, err := readResult(c.resultFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if c.sharedResults {
-			c.resultFile = "" // nothing to remove
-		}
+		c.resultFile = "" // no file: dropResults has none to remove
 		return
 	case err == nil:
 		err = lease.CheckResult(b)
